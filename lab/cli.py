@@ -1,0 +1,39 @@
+"""`python -m lab …`: a thin dispatcher; each sub-command lives beside the code it drives."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from lab.errors import LabError
+
+# sub-command name -> module exposing `add_arguments(parser)` and `run(args) -> int`
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": ("lab.runs.replay_cli", "replay TB2-lite steps on engines and write result files"),
+    "rescore": ("lab.runs.rescore", "recompute per-step metrics and the aggregate of a result file"),
+    "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lab", description="TB2-lite comparison lab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(sp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+

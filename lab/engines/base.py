@@ -1,0 +1,86 @@
+"""The engine protocol: load, generate completions for rendered prompts, close."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Protocol, runtime_checkable
+
+from lab.data.step import Step
+
+
+@dataclass
+class Sampling:
+    """Generation parameters sent to an engine (SPEC §8 `sampling`)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+    stop: list[str] | None = None
+    seed: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Request:
+    """One generation request: the step (for engines that answer from data) and the prompt text."""
+
+    step: Step
+    prompt: str
+
+
+@dataclass
+class Completion:
+    """What an engine returned for one request.
+
+    `command_units` is set only by engines that replay stored answers whose raw text may be
+    truncated (stored result files keep 1,200 characters): the pipeline then uses these units
+    instead of re-parsing `text`.
+    """
+
+    text: str
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+    token_ids: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    command_units: list[str] | None = None
+    stored: dict | None = None
+
+
+@dataclass
+class EngineInfo:
+    """Description of a loaded engine for the UI and the result file."""
+
+    kind: str
+    model: str
+    device: str = "cpu"
+    memory_gb: float | None = None
+    lora: str | None = None
+    notes: str = ""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Small engine protocol (DESIGN §4). Engines know nothing about scoring."""
+
+    spec: str
+    kind: str
+
+    def load(self) -> None: ...
+
+    def generate(
+        self,
+        requests: list[Request],
+        sampling: Sampling,
+        on_done: Callable[[int, Completion], None] | None = None,
+    ) -> list[Completion]: ...
+
+    def close(self) -> None: ...
+
+    def describe(self) -> EngineInfo: ...

@@ -1,0 +1,54 @@
+"""Where the lab keeps things, read once from arguments and the environment."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REPLAY_URL = (
+    "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/main/tb2_lite/data/replay_full.jsonl"
+)
+
+
+def _env_flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass
+class Settings:
+    """Paths and switches of one lab instance.
+
+    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files).
+    - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
+    - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
+    - `cache_dir`: downloads (the public replay file).
+    - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
+    """
+
+    results_dir: Path = PROJECT_ROOT / "results"
+    runs_dir: Path | None = None
+    db_path: Path | None = None
+    cache_dir: Path = field(
+        default_factory=lambda: Path(os.environ.get("LAB_CACHE_DIR", Path.home() / ".cache" / "tb2lite-lab"))
+    )
+    replay_path: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY"))
+    replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL", DEFAULT_REPLAY_URL))
+    public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
+    allow_engine_loading: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.results_dir = Path(self.results_dir)
+        self.cache_dir = Path(self.cache_dir)
+        if self.runs_dir is None:
+            self.runs_dir = Path(os.environ.get("LAB_RUNS_DIR", self.results_dir / "runs"))
+        self.runs_dir = Path(self.runs_dir)
+        if self.db_path is None:
+            self.db_path = Path(os.environ.get("LAB_DB", self.results_dir / "lab.duckdb"))
+        self.db_path = Path(self.db_path)
+        if self.allow_engine_loading is None:
+            # Public deployments (HF Spaces) load no engines unless the owner sets LAB_ALLOW_ENGINES=1.
+            self.allow_engine_loading = _env_flag("LAB_ALLOW_ENGINES", default=not self.public)
