@@ -1,0 +1,31 @@
+# The lab as a Hugging Face Docker Space.
+#   CPU hardware (stored results only):  docker build -t tb2lite-lab .
+#   GPU hardware (vLLM engines):         docker build --build-arg REQUIREMENTS=requirements-gpu.txt \
+#                                          --build-arg BASE=nvidia/cuda:12.8.1-runtime-ubuntu24.04 -t tb2lite-lab .
+ARG BASE=python:3.11-slim
+FROM ${BASE}
+ARG REQUIREMENTS=requirements.txt
+
+RUN if ! command -v python3 >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-venv git \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    GRADIO_SERVER_NAME=0.0.0.0 \
+    PORT=7860 \
+    LAB_CACHE_DIR=/data/cache \
+    HF_HOME=/data/hf
+
+# Spaces run as uid 1000 with a writable /data when persistent storage is on; fall back to /tmp.
+RUN useradd -m -u 1000 user && mkdir -p /data && chown user /data
+WORKDIR /home/user/app
+COPY --chown=user requirements*.txt ./
+RUN if [ "$REQUIREMENTS" = "requirements.txt" ]; then \
+      pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu; \
+    fi && pip install --no-cache-dir -r "$REQUIREMENTS"
+COPY --chown=user . .
+USER user
+EXPOSE 7860
+CMD ["python", "app.py"]

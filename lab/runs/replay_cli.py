@@ -1,0 +1,105 @@
+"""`python -m lab replay`: replay steps on one or more engines and write one result file each."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from lab.engines.base import Sampling
+from lab.errors import LabError
+from lab.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--replay", help="replay .jsonl (or a datasets source); default: $LAB_REPLAY")
+    parser.add_argument("--engine", action="append", required=True, metavar="SPEC",
+                        help="reference | stored:PATH | transformers:MODEL | vllm:MODEL_OR_PRESET | "
+                             "openai:BASE_URL#MODEL | a preset name (repeatable)")
+    parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
+    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+                        help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
+    parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
+    parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N steps")
+    parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
+    parser.add_argument("--name", default=None, help="run name (file stem); default: the engine's name")
+    parser.add_argument("--chunk-size", type=int, default=16, help="steps per generate call (checkpoint granularity)")
+    parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--top-p", type=float, default=None)
+    parser.add_argument("--max-model-len", type=int, default=None, help="context guard limit (default: engine's)")
+    parser.add_argument("--allow-raw-fallback", action="store_true",
+                        help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
+
+
+def _sampling(engine, args: argparse.Namespace) -> Sampling:
+    base = getattr(engine, "default_sampling", None) or Sampling()
+    values = base.to_dict()
+    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p)):
+        if arg is not None:
+            values[key] = arg
+    return Sampling(**values)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.data import load_replay
+    from lab.engines import create_engine
+    from lab.runs.replay import ReplayConfig, replay
+
+    settings = Settings()
+    source = args.replay or settings.replay_path
+    if not source:
+        raise LabError("no replay data: pass --replay PATH (a .jsonl) or set LAB_REPLAY")
+    replay_set = load_replay(source, mode=args.mode, lenient=args.lenient)
+    for problem in replay_set.problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
+    steps = replay_set.steps
+    if args.tasks:
+        wanted = set(args.tasks)
+        steps = [s for s in steps if s.task_id in wanted]
+    if args.limit is not None:
+        steps = steps[: args.limit]
+    if not steps:
+        raise LabError(f"{source}: no steps selected (check --tasks / --limit / --mode)")
+    out_dir = Path(args.out) if args.out else settings.runs_dir
+    failures = 0
+    for spec in args.engine:
+        engine = create_engine(spec)
+        t0 = time.perf_counter()
+        try:
+            engine.load()
+        except LabError as exc:
+            print(f"error: {spec}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        if getattr(engine, "load_time_sec", None) is None:
+            engine.load_time_sec = time.perf_counter() - t0
+        config = ReplayConfig(
+            out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
+            chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
+            max_model_len=args.max_model_len, sampling=_sampling(engine, args),
+            run_name=args.name if len(args.engine) == 1 else None,
+        )
+        bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
+
+        def progress(done: int, total: int, agg: dict | None, bar=bar) -> None:
+            bar.n = done
+            if agg:
+                bar.set_postfix(f1=f"{agg['avg_command_f1']:.4f}", json=f"{agg['valid_json_pct']:.1f}%")
+            bar.refresh()
+
+        try:
+            path = replay(engine, steps, config, progress=progress)
+        finally:
+            bar.close()
+            engine.close()
+        from lab.runs.resultfile import read_result_file
+
+        agg = read_result_file(path)["aggregate"]
+        print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "
+              f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
+    return 1 if failures else 0
