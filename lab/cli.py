@@ -15,18 +15,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """Parser whose only fully built sub-command is the one named in `argv` (imports stay lazy)."""
     parser = argparse.ArgumentParser(prog="python -m lab", description="TB2-lite comparison lab")
     sub = parser.add_subparsers(dest="command", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.set_defaults(_module=module)
-        importlib.import_module(module).add_arguments(sp)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(sp)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:

@@ -1,0 +1,144 @@
+"""Where replay records come from: a local `.jsonl`, anything `datasets` loads, or a download."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+from lab.errors import LabError
+
+DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".csv": "csv",
+}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+ProgressCallback = Callable[[int, int | None], None]
+
+
+@dataclass
+class ReplaySource:
+    """A resolved replay source: a local `.jsonl` `path`, or `rows` loaded through `datasets`."""
+
+    kind: str  # "jsonl" | "datasets"
+    label: str
+    path: Path | None = None
+    rows: list[dict] | None = None
+
+
+def _missing(source: str, url: str | None) -> LabError:
+    hint = f" or download the public file ({url}) with `lab.data.download_replay()`" if url else ""
+    return LabError(f"replay source {source!r} not found: pass --replay PATH (a .jsonl replay file){hint}")
+
+
+def resolve_replay_source(source: str | None, settings=None, split: str = "train") -> ReplaySource:
+    """Resolve `source` (or `settings.replay_path`, or the cached download) to records.
+
+    Accepts a local `.jsonl` file, a local json/parquet/csv file or folder (via `datasets`),
+    an `http(s)://` URL (downloaded into `settings.cache_dir` once), or a Hub dataset id
+    `org/name`. Nothing is downloaded unless the source asks for it.
+    """
+    url = getattr(settings, "replay_url", None)
+    if source is None:
+        source = getattr(settings, "replay_path", None)
+    if source is None and settings is not None and url:
+        cached = cached_replay_path(url, settings.cache_dir)
+        if cached.exists():
+            source = str(cached)
+    if not source:
+        raise _missing("(none given)", url)
+    if source.startswith(("http://", "https://")):
+        cache_dir = getattr(settings, "cache_dir", None) or Path.home() / ".cache" / "tb2lite-lab"
+        path = download_replay(source, cache_dir)
+        return ReplaySource("jsonl", str(path), path=path)
+    path = Path(source).expanduser()
+    if path.is_file() and path.suffix == ".jsonl":
+        return ReplaySource("jsonl", str(path), path=path)
+    if path.exists():
+        return ReplaySource("datasets", str(path), rows=_load_local_with_datasets(path, split))
+    if HUB_ID.match(source) and not source.endswith(tuple(DATASETS_FILE_TYPES)):
+        return ReplaySource("datasets", source, rows=_load_with_datasets(source, split))
+    raise _missing(source, url)
+
+
+def _load_local_with_datasets(path: Path, split: str) -> list[dict]:
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in DATASETS_FILE_TYPES)
+    if not files:
+        raise LabError(f"replay source {str(path)!r}: no .jsonl/.json/.parquet/.csv file in it; pass --replay PATH")
+    kinds = {DATASETS_FILE_TYPES.get(p.suffix) for p in files}
+    if None in kinds or len(kinds) != 1:
+        raise LabError(
+            f"replay source {str(path)!r}: expected .jsonl, .json, .parquet or .csv files of one kind; pass --replay PATH"
+        )
+    return _load_with_datasets(kinds.pop(), split, data_files=[str(p) for p in files])
+
+
+def _load_with_datasets(name: str, split: str, **kwargs) -> list[dict]:
+    """`datasets.load_dataset(name, split=...)` rows as plain dicts; errors become LabError."""
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(name, split=split, **kwargs)
+    except Exception as exc:  # datasets raises many kinds (FileNotFound, DatasetNotFound, connection)
+        target = kwargs.get("data_files") or name
+        raise LabError(f"replay source {target!r} could not be loaded with `datasets`: {exc}") from exc
+    return [dict(row) for row in dataset]
+
+
+def cached_replay_path(url: str, cache_dir: str | Path) -> Path:
+    """Where `download_replay` keeps the file of `url`."""
+    name = Path(urlparse(url).path).name or "replay.jsonl"
+    return Path(cache_dir) / name
+
+
+def download_replay(
+    url: str | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    force: bool = False,
+    on_progress: ProgressCallback | None = None,
+    timeout: float = 60.0,
+) -> Path:
+    """Download the public replay file into `cache_dir` (once) and return its path.
+
+    Streams with httpx into a temporary file beside the target and renames it atomically,
+    so an interrupted download never leaves a partial file. `on_progress(done, total)` is
+    called per chunk (for the UI); `progress` shows a tqdm bar. `force=True` re-downloads.
+    """
+    import httpx
+    from tqdm.auto import tqdm
+
+    from lab.settings import DEFAULT_REPLAY_URL, Settings
+
+    url = url or DEFAULT_REPLAY_URL
+    cache_dir = Path(cache_dir) if cache_dir is not None else Settings().cache_dir
+    target = cached_replay_path(url, cache_dir)
+    if target.exists() and not force:
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=cache_dir)
+    try:
+        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as resp:
+            if resp.status_code != 200:
+                raise LabError(f"downloading the replay file from {url} failed: HTTP {resp.status_code}; pass --replay PATH")
+            total = int(resp.headers["content-length"]) if "content-length" in resp.headers else None
+            done = 0
+            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, disable=not progress) as bar:
+                for chunk in resp.iter_bytes():
+                    out.write(chunk)
+                    done += len(chunk)
+                    bar.update(len(chunk))
+                    if on_progress is not None:
+                        on_progress(done, total)
+        os.replace(tmp_name, target)
+    except httpx.HTTPError as exc:
+        raise LabError(f"downloading the replay file from {url} failed: {exc}; pass --replay PATH") from exc
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return target

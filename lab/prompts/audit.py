@@ -1,0 +1,127 @@
+"""Template audit for the UI: the lab's prompt vs the model's own template, and truncation."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from lab.prompts.options import PromptOptions
+from lab.prompts.render import RenderedPrompt, _chat_template, count_tokens, render_prompt
+
+PREVIEW_LINES = 5
+
+
+@dataclass
+class Truncation:
+    """Where cutting the prompt to `budget` tokens would cut (`side` is the side removed)."""
+
+    budget: int
+    n_tokens: int
+    cut_tokens: int
+    side: str
+    cut_char: int
+    cut_chars: int
+    cut_line_count: int
+    cut_preview: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TemplateAudit:
+    """The rendered prompt, the model's own chat template output, and the context budget."""
+
+    rendered: RenderedPrompt
+    own_text: str | None
+    own_error: str | None
+    own_n_tokens: int | None
+    matches_own: bool | None
+    first_difference: int | None
+    max_model_len: int
+    max_tokens: int
+    fits: bool | None
+    truncation: Truncation | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """Index of the first differing character, None when equal."""
+    if a == b:
+        return None
+    limit = min(len(a), len(b))
+    return next((i for i in range(limit) if a[i] != b[i]), limit)
+
+
+def token_char_offsets(tokenizer, text: str) -> list[int]:
+    """Start character of every token (without special tokens)."""
+    try:
+        encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [start for start, _ in encoding["offset_mapping"]]
+    except (NotImplementedError, KeyError, TypeError, ValueError):
+        ids = tokenizer(text, add_special_tokens=False).input_ids
+        return [len(tokenizer.decode(ids[:i])) for i in range(len(ids))]
+
+
+def truncation_point(tokenizer, text: str, budget: int, side: str = "right") -> Truncation | None:
+    """Where truncating `text` to `budget` tokens would cut; None when it fits."""
+    starts = token_char_offsets(tokenizer, text)
+    n = len(starts)
+    if n <= budget:
+        return None
+    keep = max(budget, 0)
+    if side == "left":
+        cut_char = starts[n - keep] if keep else len(text)
+        removed = text[:cut_char]
+        preview = removed.splitlines()[-PREVIEW_LINES:]
+    else:
+        cut_char = starts[keep]
+        removed = text[cut_char:]
+        preview = removed.splitlines()[:PREVIEW_LINES]
+    return Truncation(
+        budget=budget,
+        n_tokens=n,
+        cut_tokens=n - keep,
+        side=side,
+        cut_char=cut_char,
+        cut_chars=len(removed),
+        cut_line_count=len(removed.splitlines()),
+        cut_preview=preview,
+    )
+
+
+def audit_template(
+    messages: list[dict],
+    fallback_prompt: str,
+    tokenizer,
+    model_id: str | None,
+    options: PromptOptions | None,
+    max_model_len: int,
+    max_tokens: int,
+    tokenizer_path: str | None = None,
+) -> TemplateAudit:
+    """Compare the lab's rendering with the tokenizer's own template (no lab options or patches)
+    and say where a cut at `max_model_len - max_tokens` tokens would fall."""
+    rendered = render_prompt(messages, fallback_prompt, tokenizer, model_id, options, tokenizer_path)
+    own_text = own_error = None
+    if tokenizer is None:
+        own_error = "no tokenizer"
+    else:
+        try:
+            own_text = _chat_template(tokenizer, [dict(m) for m in messages], {})
+        except Exception as exc:  # a missing or broken template is what the audit reports
+            own_error = str(exc) or type(exc).__name__
+    budget = max_model_len - max_tokens
+    truncation = None
+    if tokenizer is not None:
+        side = getattr(tokenizer, "truncation_side", "right") or "right"
+        truncation = truncation_point(tokenizer, rendered.text, budget, side)
+    return TemplateAudit(
+        rendered=rendered,
+        own_text=own_text,
+        own_error=own_error,
+        own_n_tokens=count_tokens(tokenizer, own_text) if own_text is not None else None,
+        matches_own=None if own_text is None else own_text == rendered.text,
+        first_difference=None if own_text is None else first_difference(rendered.text, own_text),
+        max_model_len=max_model_len,
+        max_tokens=max_tokens,
+        fits=None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len,
+        truncation=truncation,
+    )
