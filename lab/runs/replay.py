@@ -20,6 +20,7 @@ from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, 
 from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file
 from lab.scoring.aggregate import aggregate_scores
 
+# progress(done, total, live_aggregate_or_None): the aggregate comes with some calls only
 ProgressFn = Callable[[int, int, dict | None], None]
 
 
@@ -101,23 +102,39 @@ def replay(
     timings = header.setdefault("timings", {"gen_time_sec": 0.0})
 
     todo = [i for i, s in enumerate(steps) if s.key not in done]
+    last_live = [0.0]
     total = len(steps)
     if progress:
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
     for start in range(0, len(todo), max(config.chunk_size, 1)):
         if stop is not None and stop.is_set():
+            checkpoint.close()
             raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
         chunk = todo[start : start + config.chunk_size]
 
+        overhead = 0.0
+
         def on_result(j: int, result: StepResult) -> None:
+            nonlocal overhead
+            t = time.perf_counter()
             done[result.step.key] = result.per_step
             checkpoint.append(result.per_step)
             if progress:
-                progress(len(done), total, _live_aggregate(done, config.scorer))
+                # the live aggregate is recomputed at most 4 times a second (and at the end)
+                live = None
+                if t - last_live[0] >= 0.25 or len(done) == total:
+                    live, last_live[0] = _live_aggregate(done, config.scorer), t
+                progress(len(done), total, live)
+            overhead += time.perf_counter() - t
 
         t0 = time.perf_counter()
-        run_steps(engine, [steps[i] for i in chunk], sampling, on_result, config.scorer, [prompts[i] for i in chunk])
-        timings["gen_time_sec"] = timings.get("gen_time_sec", 0.0) + (time.perf_counter() - t0)
+        try:
+            run_steps(engine, [steps[i] for i in chunk], sampling, on_result, config.scorer, [prompts[i] for i in chunk])
+        finally:
+            # generation time only: the lab's own bookkeeping in the callback is not the engine's
+            timings["gen_time_sec"] = timings.get("gen_time_sec", 0.0) + (time.perf_counter() - t0 - overhead)
+            checkpoint.append_timings(timings)
+            checkpoint.sync()
 
     per_step = [done[s.key] for s in steps if s.key in done]
     result = _result(engine, config, sampling, header, per_step, meta, ctx)
