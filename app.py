@@ -1,0 +1,49 @@
+"""Serve the TB2-lite comparison lab: settings → build the UI → launch.
+
+    python app.py [--port N] [--replay PATH] [--results DIR] [--engine SPEC …]
+
+Defaults to 127.0.0.1:7860; PORT and GRADIO_SERVER_NAME are honoured (Hugging Face Spaces).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python app.py", description="TB2-lite comparison lab (web UI)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 7860), help="port (default 7860 or $PORT)")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
+                        help="address to bind (default 127.0.0.1 or $GRADIO_SERVER_NAME)")
+    parser.add_argument("--replay", help="replay .jsonl (default: $LAB_REPLAY, else the cached download)")
+    parser.add_argument("--results", help="results folder (leaderboard CSVs, result JSON files)")
+    parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
+                        help="engine to load at start (repeatable): reference, stored:PATH, transformers:…, vllm:…, openai:…")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from lab.settings import Settings
+    from lab.ui.app import build_app, create_context, launch_options
+
+    overrides = {}
+    if args.results:
+        overrides["results_dir"] = args.results
+    if args.replay:
+        overrides["replay_path"] = args.replay
+    settings = Settings(**overrides)
+    ctx = create_context(settings, args.engine)
+    if ctx.replay_error:
+        print(f"warning: {ctx.replay_error}", file=sys.stderr)
+    for warning in ctx.startup_warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    demo = build_app(ctx)
+    demo.queue(default_concurrency_limit=8)
+    demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Assemble the lab's Gradio app: context (settings, replay, engines, store) → tabs → launch options."""
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Callable, Sequence
+
+import gradio as gr
+
+from lab.data import cached_replay_path
+from lab.errors import LabError
+from lab.settings import PROJECT_ROOT, Settings
+from lab.ui.compare_tab import (
+    SHORTCUTS_JS,
+    CompareTab,
+    build_compare_tab,
+    initial_load,
+    step_outputs,
+    warm_instant_engines,
+)
+from lab.ui.context import EngineEntry, LabContext
+
+__all__ = ["LabContext", "EngineEntry", "build_app", "create_context", "launch_options", "OpenInCompare"]
+
+CSS_PATH = PROJECT_ROOT / "assets" / "lab.css"
+log = logging.getLogger(__name__)
+
+
+def configured_replay(settings: Settings) -> str | None:
+    """The replay source to load: --replay / LAB_REPLAY, else the cached download if present."""
+    if settings.replay_path:
+        return settings.replay_path
+    cached = cached_replay_path(settings.replay_url, settings.cache_dir)
+    return str(cached) if cached.exists() else None
+
+
+def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db: bool = True) -> LabContext:
+    """Load what the lab needs; problems become messages in the UI, not exceptions."""
+    from lab.engines.pool import EnginePool
+
+    roots = [settings.results_dir, settings.runs_dir]
+    ctx = LabContext(settings=settings, pool=EnginePool(allow_loading=bool(settings.allow_engine_loading), data_roots=roots))
+    source = configured_replay(settings)
+    if source:
+        ctx.load_replay(source)
+    for spec in engine_specs:
+        try:
+            ctx.add_engine(spec)
+        except LabError as exc:
+            log.warning("engine %s: %s", spec, exc)
+            ctx.startup_warnings.append(f"engine '{spec}': {exc}")
+    if open_db:
+        ctx.open_store()
+    return ctx
+
+
+class OpenInCompare:
+    """Hook for other tabs: open some runs' answers to a step in Compare.
+
+    Use it as an event handler's body: `outputs=open_in_compare.outputs` and return
+    `open_in_compare(run_ids, step_key)`; the runs are added as `stored:` engine columns and
+    the app switches to the Compare tab at that step.
+    """
+
+    def __init__(self, ctx: LabContext, compare: CompareTab, tabs: gr.Tabs) -> None:
+        self.ctx, self.compare, self.tabs = ctx, compare, tabs
+        self.outputs = [tabs, *compare.switch_outputs]
+
+    def __call__(self, run_ids: Sequence[str] | str, step_key: str | None = None) -> tuple:
+        if isinstance(run_ids, str):
+            run_ids = [run_ids]
+        for run_id in run_ids:
+            try:
+                self.ctx.add_stored_run(run_id)
+            except LabError as exc:
+                gr.Warning(str(exc))
+        if self.ctx.replay is None:
+            gr.Warning("No replay data loaded: Compare needs --replay PATH to show steps.")
+            return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
+        out = step_outputs(self.ctx, step_key)
+        return (gr.update(selected="compare"), *self.compare.updates(out))
+
+
+def _mount_optional(module: str, builder: str, *args) -> bool:
+    """Mount a tab whose module may be absent (e.g. triage); False when it is not there."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name and module.startswith(exc.name):
+            return False
+        raise
+    getattr(mod, builder)(*args)
+    return True
+
+
+def build_app(ctx: LabContext) -> gr.Blocks:
+    """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
+    from lab.ui.batch_tab import build_batch_tab
+    from lab.ui.engines_tab import build_engines_tab
+    from lab.ui.results_tab import build_results_tab
+
+    with gr.Blocks(title="TB2-lite comparison lab", fill_width=True) as demo:
+        gr.HTML(_header(ctx), elem_id="lab-header")
+        with gr.Tabs(elem_id="lab-tabs") as tabs:
+            compare = build_compare_tab(ctx)
+            open_in_compare = OpenInCompare(ctx, compare, tabs)
+            build_engines_tab(ctx, compare)
+            build_batch_tab(ctx)
+            build_results_tab(ctx, open_in_compare)
+            _mount_optional("lab.ui.triage_tab", "build_triage_tab", ctx, open_in_compare)
+        demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
+        if ctx.startup_warnings:
+            demo.load(lambda: [gr.Warning(w) for w in ctx.startup_warnings] and None, None, None,
+                      api_visibility="private")
+    demo.open_in_compare = open_in_compare  # for tests and embedding
+    if ctx.replay is not None:
+        warm_instant_engines(ctx)
+    return demo
+
+
+def _header(ctx: LabContext) -> str:
+    from lab.ui.render_html import esc
+
+    replay = (
+        f"replay: <code>{esc(ctx.replay.path)}</code> · {len(ctx.replay.steps)} steps · {len(ctx.replay.tasks)} tasks"
+        if ctx.replay
+        else "replay: <b>none configured</b> (see Compare)"
+    )
+    mode = "public (engine loading off)" if not ctx.settings.allow_engine_loading else "local"
+    return (
+        f'<div class="lab-title"><b>TB2-lite comparison lab</b><span class="lab-muted"> · {replay} · '
+        f"results: <code>{esc(ctx.settings.results_dir)}</code> · {mode}</span></div>"
+    )
+
+
+def launch_options() -> dict:
+    """Gradio 6 takes theme, css and head at launch()."""
+    css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
+    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS}

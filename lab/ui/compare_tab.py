@@ -1,0 +1,354 @@
+"""The Compare tab: one step, its context, one column per engine, the diff, heatmap and F1 gap."""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import gradio as gr
+
+from lab.data.step import Step
+from lab.runs.pipeline import parse_reference, run_steps
+from lab.ui.context import EngineEntry, LabContext
+from lab.ui.heatmap import heatmap_figure
+from lab.ui.render_html import render_columns, render_context, render_f1_gap, render_notice
+from lab.ui.step_view import (
+    ERROR,
+    FAILED,
+    LOADING,
+    PENDING,
+    RUNNING,
+    EngineView,
+    build_step_view,
+    engine_view_from_result,
+    engine_view_state,
+    f1_gap,
+)
+
+# Keyboard shortcuts: j / → next step, k / ← previous step (ignored while typing in a field).
+SHORTCUTS_JS = """
+<script>
+document.addEventListener('keydown', function (e) {
+  const t = e.target;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+  const map = {'j': 'lab-next', 'ArrowRight': 'lab-next', 'k': 'lab-prev', 'ArrowLeft': 'lab-prev'};
+  const id = map[e.key];
+  if (!id) return;
+  const btn = document.getElementById(id);
+  if (btn && btn.offsetParent !== null) { e.preventDefault(); btn.click(); }
+});
+</script>
+"""
+
+
+def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
+    """(label, key) for every step of one task."""
+    steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
+    return [(f"step {s.step_idx} · {s.bucket}", s.key) for s in steps]
+
+
+def task_choices(ctx: LabContext) -> list[tuple[str, str]]:
+    """(label, task_id) for every task of the replay set."""
+    if not ctx.replay:
+        return []
+    first = {}
+    for s in ctx.replay.steps:
+        first.setdefault(s.task_id, s)
+    return [(f"{t} · {first[t].source_group} · {len(ctx.replay.steps_for_task(t))} steps", t) for t in ctx.replay.tasks]
+
+
+def neighbour_key(ctx: LabContext, key: str | None, offset: int) -> str | None:
+    """The key `offset` steps away in dataset order (clamped at both ends)."""
+    if not ctx.replay or not ctx.replay.steps:
+        return None
+    keys = ctx.step_keys()
+    pos = keys.index(key) if key in ctx.replay.by_key else 0
+    return keys[max(0, min(len(keys) - 1, pos + offset))]
+
+
+def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant: bool = True) -> EngineView:
+    """The column of one engine for one step: cached answer, instant answer, or its state."""
+    cached = ctx.views.get((entry.name, step.key))
+    if cached is not None:
+        return cached
+    if entry.state == FAILED:
+        return engine_view_state(entry.spec, entry.name, FAILED, entry.error, entry.kind)
+    if entry.state == LOADING or entry.engine is None:
+        return engine_view_state(entry.spec, entry.name, LOADING, None, entry.kind)
+    if entry.instant and compute_instant:
+        return answer_step(ctx, entry, step)
+    return engine_view_state(entry.spec, entry.name, PENDING, None, entry.kind)
+
+
+def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
+    """Run one engine on one step through the pipeline and cache the column (errors included)."""
+    try:
+        result = run_steps(entry.engine, [step])[0]
+        view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
+    except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
+        view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
+        return view  # not cached: the user may retry
+    ctx.views.put((entry.name, step.key), view)
+    return view
+
+
+_WARM_LOCK = threading.Lock()
+
+
+def warm_instant_engines(ctx: LabContext, start_key: str | None = None) -> threading.Thread:
+    """Precompute, in one background thread, the columns of every stored/reference engine for
+    every step (from `start_key` on, wrapping), so that switching steps only renders HTML."""
+
+    def work() -> None:
+        if not _WARM_LOCK.acquire(blocking=False):
+            return  # a warmer is already running; it re-reads the engine list every step
+        try:
+            if ctx.pool is not None:
+                ctx.pool.wait()
+            keys = ctx.step_keys()
+            if not keys:
+                return
+            first = keys.index(start_key) if start_key in keys else 0
+            for key in keys[first:] + keys[:first]:
+                step = ctx.replay.by_key[key]
+                entries = ctx.engine_entries()
+                for entry in entries:
+                    if entry.instant and entry.state == "ready" and (entry.name, key) not in ctx.views:
+                        answer_step(ctx, entry, step)
+                heatmap_for(ctx, step, [engine_view(ctx, e, step, compute_instant=False) for e in entries], None)
+        finally:
+            _WARM_LOCK.release()
+
+    thread = threading.Thread(target=work, name="lab-warm-columns", daemon=True)
+    thread.start()
+    return thread
+
+
+def heat_choices(views: list[EngineView]) -> list[tuple[str, str]]:
+    return [(v.name, v.name) for v in views if v.state == "ready"]
+
+
+def pick_heat_engine(views: list[EngineView], wanted: str | None) -> EngineView | None:
+    """The engine the heatmap shows: the wanted one if answered, else the first non-reference one."""
+    ready = [v for v in views if v.state == "ready"]
+    for v in ready:
+        if v.name == wanted:
+            return v
+    non_ref = [v for v in ready if v.kind != "reference"]
+    return (non_ref or ready or [None])[0]
+
+
+def heatmap_for(ctx: LabContext, step: Step, views: list[EngineView], wanted: str | None):
+    """The heatmap figure (cached per engine and step) and the engine it shows."""
+    view = pick_heat_engine(views, wanted)
+    if view is None:
+        return None, None
+    cache_key = ("heatmap", view.name, step.key)
+    fig = ctx.views.get(cache_key)
+    if fig is None:
+        fig = heatmap_figure(view.pred_units, parse_reference(step).command_units, view.name)
+        ctx.views.put(cache_key, fig)
+    return fig, view.name
+
+
+@dataclass
+class StepOutputs:
+    """What a step switch sends to the browser (in the order of CompareTab.switch_outputs)."""
+
+    task_id: str
+    step_choices: list[tuple[str, str]]
+    step_key: str
+    context_html: str
+    columns_html: str
+    f1_html: str
+    heat_choices: list[tuple[str, str]]
+    heat_engine: str | None
+    heat_figure: Any
+
+
+def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
+    """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
+    step = ctx.replay.by_key.get(key) if ctx.replay and key else None
+    if step is None:
+        key = ctx.step_keys()[0]
+        step = ctx.replay.by_key[key]
+    entries = ctx.engine_entries()
+    views = [engine_view(ctx, e, step) for e in entries]
+    view = build_step_view(step, views, parse_reference(step))
+    fig, heat_spec = heatmap_for(ctx, step, views, heat_engine)
+    return StepOutputs(
+        task_id=step.task_id,
+        step_choices=step_choices(ctx, step.task_id),
+        step_key=step.key,
+        context_html=render_context(view, full),
+        columns_html=render_columns(views, full),
+        f1_html=render_f1_gap(view.f1_gap),
+        heat_choices=heat_choices(views),
+        heat_engine=heat_spec,
+        heat_figure=fig,
+    )
+
+
+def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
+    """Run every ready engine without a cached answer concurrently; yield the columns as each answers."""
+    step = ctx.replay.by_key[key]
+    entries = ctx.engine_entries()
+    views = {e.name: engine_view(ctx, e, step) for e in entries}
+    todo = [e for e in entries if e.state == "ready" and e.engine is not None and (e.name, key) not in ctx.views]
+    for e in todo:
+        views[e.name] = engine_view_state(e.spec, e.name, RUNNING, None, e.kind)
+    yield [views[e.name] for e in entries]
+    done: queue.Queue = queue.Queue()
+    for e in todo:
+        threading.Thread(target=lambda e=e: done.put((e.name, answer_step(ctx, e, step))), daemon=True).start()
+    for _ in todo:
+        name, view = done.get()
+        views[name] = view
+        yield [views[e.name] for e in entries]
+
+
+@dataclass
+class CompareTab:
+    """The Compare tab's components other tabs need (to open a step or refresh the columns)."""
+
+    tab: gr.Tab
+    task: gr.Dropdown
+    step: gr.Dropdown
+    show_all: gr.Checkbox
+    heat_engine: gr.Dropdown
+    switch_outputs: list
+
+    def updates(self, out: StepOutputs) -> tuple:
+        """gr updates for `switch_outputs` from a StepOutputs."""
+        return (
+            gr.update(value=out.task_id),
+            gr.update(choices=out.step_choices, value=out.step_key),
+            out.context_html,
+            out.columns_html,
+            out.f1_html,
+            gr.update(choices=out.heat_choices, value=out.heat_engine),
+            out.heat_figure,
+        )
+
+
+def no_replay_panel(ctx: LabContext) -> str:
+    """What Compare shows when no replay data is configured."""
+    url = ctx.settings.replay_url
+    problem = f"<p class='lab-muted'>{ctx.replay_error_html}</p>" if ctx.replay_error_html else ""
+    return render_notice(
+        "No replay data configured",
+        f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
+        "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
+        "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
+        f"from then on.</p><p class='lab-muted'>source: <code>{_esc(url)}</code></p>",
+        "warn",
+    )
+
+
+def _esc(text: str) -> str:
+    from lab.ui.render_html import esc
+
+    return esc(text)
+
+
+def build_compare_tab(ctx: LabContext) -> CompareTab:
+    """Lay out the Compare tab and wire its events."""
+    with gr.Tab("Compare", id="compare") as tab:
+        notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary")
+        with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
+            first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
+            task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
+                               elem_id="lab-task", allow_custom_value=True)
+            step = gr.Dropdown(step_choices(ctx, first.task_id) if first else [], value=first.key if first else None,
+                               label="step", scale=2, elem_id="lab-step", allow_custom_value=True)
+            prev = gr.Button("◀ prev (k)", elem_id="lab-prev", scale=0, min_width=110)
+            nxt = gr.Button("next (j) ▶", elem_id="lab-next", scale=0, min_width=110)
+            generate = gr.Button("Generate on all engines", variant="primary", elem_id="lab-generate", scale=1)
+            show_all = gr.Checkbox(False, label="show all (no clipping)", scale=1, elem_id="lab-show-all")
+        context_html = gr.HTML(elem_id="lab-context")
+        gr.Markdown("### Engines", elem_classes=["lab-h"])
+        columns_html = gr.HTML(elem_id="lab-columns")
+        with gr.Row():
+            with gr.Column(scale=1, min_width=280):
+                gr.Markdown("### Command F1 by engine", elem_classes=["lab-h"])
+                f1_html = gr.HTML(elem_id="lab-f1")
+            with gr.Column(scale=2):
+                heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
+                                          allow_custom_value=True)
+                heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+
+    outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
+    view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
+
+    def show(key: str | None, full: bool, heat: str | None):
+        if ctx.replay is None:
+            return tuple(gr.update() for _ in outputs)
+        return view.updates(step_outputs(ctx, key, bool(full), heat))
+
+    def on_task(task_id: str, full: bool, heat: str | None):
+        steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
+        return show(steps[0].key if steps else None, full, heat)
+
+    def on_move(offset: int):
+        def move(key: str | None, full: bool, heat: str | None):
+            return show(neighbour_key(ctx, key, offset), full, heat)
+
+        return move
+
+    def on_heat(key: str | None, heat: str | None):
+        if ctx.replay is None or key not in ctx.replay.by_key:
+            return None
+        step_obj = ctx.replay.by_key[key]
+        views = [engine_view(ctx, e, step_obj) for e in ctx.engine_entries()]
+        return heatmap_for(ctx, step_obj, views, heat)[0]
+
+    def on_generate(key: str | None, full: bool, heat: str | None):
+        if ctx.replay is None or key not in ctx.replay.by_key:
+            gr.Warning("Pick a step first (no replay data loaded).")
+            return
+        if not any(e.state == "ready" for e in ctx.engine_entries()):
+            gr.Info("No ready engine: add one in the Engines tab.")
+        step_obj = ctx.replay.by_key[key]
+        views: list[EngineView] = []
+        for views in generate_views(ctx, key):
+            yield render_columns(views, bool(full)), render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+        fig, spec = heatmap_for(ctx, step_obj, views, heat)
+        yield (render_columns(views, bool(full)), render_f1_gap(f1_gap(views)),
+               gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
+
+    def on_download():
+        try:
+            ctx.download_replay()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
+            gr.Warning(f"Download failed: {exc}. Start the lab with --replay PATH instead.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
+        gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
+        out = step_outputs(ctx, None)
+        ups = list(view.updates(out))
+        ups[0] = gr.update(choices=task_choices(ctx), value=out.task_id)
+        return (gr.update(visible=False), gr.update(visible=False), *ups)
+
+    inputs = [step, show_all, heat_engine]
+    task.input(on_task, [task, show_all, heat_engine], outputs, show_progress="hidden", api_visibility="private")
+    step.input(show, inputs, outputs, show_progress="hidden", api_name="show_step")
+    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step")
+    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step")
+    show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    heat_engine.input(on_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
+    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    generate.click(
+        on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
+        show_progress="minimal", api_name="generate",
+    )
+    download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
+    return view
+
+
+def initial_load(ctx: LabContext, view: CompareTab):
+    """Fill Compare on page load (first step of the replay set)."""
+    if ctx.replay is None or not ctx.replay.steps:
+        return tuple(gr.update() for _ in view.switch_outputs)
+    return view.updates(step_outputs(ctx, None))

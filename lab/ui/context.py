@@ -1,0 +1,195 @@
+"""LabContext: what every tab shares (settings, replay set, engine pool, store, caches)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any, Hashable
+
+from lab.data import ReplaySet, load_replay
+from lab.errors import LabError
+from lab.settings import Settings
+
+# Engines that answer from data: Compare fills their columns on every step switch.
+INSTANT_KINDS = frozenset({"reference", "stored"})
+
+
+class LRUCache:
+    """A small thread-safe LRU map (per-step engine columns, figures)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key not in self._data:
+                return None
+            self._data.move_to_end(key)
+            return self._data[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def drop(self, predicate) -> None:
+        """Remove every key for which `predicate(key)` is true."""
+        with self._lock:
+            for key in [k for k in self._data if predicate(k)]:
+                del self._data[key]
+
+
+@dataclass
+class EngineEntry:
+    """One engine as the UI sees it (from the pool's status)."""
+
+    spec: str
+    name: str
+    kind: str
+    state: str  # loading | ready | failed
+    error: str | None = None
+    engine: Any = None
+    device: str = ""
+    memory_gb: float | None = None
+    notes: str = ""
+
+    @property
+    def instant(self) -> bool:
+        return self.kind in INSTANT_KINDS
+
+
+@dataclass
+class LabContext:
+    """Shared state of one running lab."""
+
+    settings: Settings
+    replay: ReplaySet | None = None
+    replay_error: str | None = None
+    pool: Any = None
+    store: Any = None
+    store_error: str | None = None
+    views: LRUCache = field(default_factory=LRUCache)
+    startup_warnings: list[str] = field(default_factory=list)
+    _keys: list[str] | None = None
+    _store_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def replay_error_html(self) -> str:
+        return escape(self.replay_error) if self.replay_error else ""
+
+    def step_keys(self) -> list[str]:
+        if self._keys is None:
+            self._keys = [s.key for s in self.replay.steps] if self.replay else []
+        return self._keys
+
+    def set_replay(self, replay: ReplaySet) -> None:
+        self.replay, self.replay_error, self._keys = replay, None, None
+        self.views = LRUCache(self.views.capacity)
+
+    def load_replay(self, source: str | None = None) -> None:
+        """Load the configured replay (or `source`); a problem is kept in `replay_error`."""
+        try:
+            self.set_replay(load_replay(source or self.settings.replay_path, settings=self.settings))
+        except LabError as exc:
+            self.replay, self.replay_error = None, str(exc)
+
+    def download_replay(self) -> None:
+        """Download the public replay file into the cache and load it (raises LabError on failure)."""
+        from lab.data import download_replay
+
+        path = download_replay(self.settings.replay_url, self.settings.cache_dir)
+        self.set_replay(load_replay(str(path), settings=self.settings))
+
+    # --- store -------------------------------------------------------------------------
+    def open_store(self) -> None:
+        """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`."""
+        from lab.store.db import open_store
+
+        try:
+            self.store, self.store_error = open_store(self.settings), None
+        except LabError as exc:
+            self.store, self.store_error = None, str(exc)
+
+    def query(self, sql: str, params=None):
+        """A parameterized store query (serialized: one DuckDB connection is shared by the tabs)."""
+        if self.store is None:
+            raise LabError(self.store_error or "the results database is not open")
+        with self._store_lock:
+            return self.store.query(sql, params)
+
+    def run_path(self, run_id: str) -> str:
+        """The result file of a stored run (LabError when the run has none)."""
+        df = self.query("SELECT path FROM runs WHERE run_id = ?", [run_id])
+        if df.empty or not df.iloc[0]["path"]:
+            raise LabError(f"run '{run_id}' has no result file with per-step answers (a leaderboard row only)")
+        path = Path(str(df.iloc[0]["path"]))
+        return str(path if path.is_absolute() else Path(self.settings.results_dir) / path)
+
+    def add_stored_run(self, run_id: str) -> str:
+        """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""
+        spec = f"stored:{self.run_path(run_id)}"
+        for entry in self.engine_entries():
+            if entry.spec == spec:
+                return entry.name
+        return self.add_engine(spec, wait=True)
+
+    # --- engines -----------------------------------------------------------------------
+    def engine_entries(self) -> list[EngineEntry]:
+        """Every engine of the pool, in the order added."""
+        if self.pool is None:
+            return []
+        entries = []
+        for row in self.pool.status():
+            try:
+                engine = self.pool.get(row["name"]) if row["state"] == "ready" else None
+            except LabError:  # removed meanwhile
+                continue
+            entries.append(entry_from_status(row, engine))
+        return entries
+
+    def add_engine(self, spec: str, wait: bool = False) -> str:
+        """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name."""
+        name = self.pool.add(spec)
+        self.forget_engine(name)
+        if wait:
+            self.pool.wait([name])
+        return name
+
+    def remove_engine(self, name: str) -> None:
+        self.pool.remove(name)
+        self.forget_engine(name)
+
+    def forget_engine(self, name: str) -> None:
+        """Drop the cached columns of an engine (after unloading or reloading it)."""
+        self.views.drop(lambda key: name in key[:2])
+
+
+def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
+    """Adapt one `EnginePool.status()` row to an EngineEntry."""
+    info = None
+    if engine is not None:
+        try:
+            info = engine.describe()
+        except Exception:  # noqa: BLE001 - a status line must never fail
+            info = None
+    return EngineEntry(
+        spec=str(row["spec"]),
+        name=str(row["name"]),
+        kind=str(row.get("kind") or ""),
+        state=str(row.get("state") or "loading"),
+        error=row.get("error"),
+        engine=engine,
+        device=str(row.get("device") or ""),
+        memory_gb=row.get("memory_gb"),
+        notes=str(getattr(info, "notes", "") or "") if info else "",
+    )

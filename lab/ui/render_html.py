@@ -1,0 +1,298 @@
+"""HTML for the Compare view: step context, engine columns, unit diffs, parsed actions.
+
+Model output and replay text are untrusted: every piece of text goes through `esc` (html.escape).
+Long texts are clipped unless `full=True` (the "show all" switch) so a step never ships megabytes.
+"""
+from __future__ import annotations
+
+from html import escape
+from typing import Sequence
+
+from lab.data import StepContext
+from lab.scoring.action import ParsedAction
+from lab.ui.step_view import (
+    ERROR,
+    FAILED,
+    LOADING,
+    PENDING,
+    RUNNING,
+    EngineView,
+    F1Gap,
+    StepView,
+    UnitMatch,
+    clip,
+    clip_middle,
+)
+
+PROMPT_HEAD, PROMPT_TAIL = 1500, 4000
+RAW_LIMIT = 6000
+TURN_LIMIT = 2500
+SCREEN_LIMIT = 8000
+TASK_LIMIT = 6000
+UNIT_LIMIT = 400
+
+STATE_LABELS = {
+    PENDING: "not generated yet — press Generate",
+    RUNNING: "generating…",
+    LOADING: "engine loading…",
+    FAILED: "engine failed to load",
+    ERROR: "generation failed",
+}
+
+
+def esc(text: object) -> str:
+    """html.escape for any value (None -> '')."""
+    return "" if text is None else escape(str(text), quote=True)
+
+
+def sim_style(f1: float) -> str:
+    """Background colour from red (0) through yellow to green (1)."""
+    hue = int(round(max(0.0, min(1.0, f1)) * 120))
+    return f"background:hsl({hue},70%,88%)"
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def pre(text: str, limit: int | None, cls: str = "lab-pre") -> str:
+    """A <pre> of clipped text with a note on what was left out."""
+    shown, omitted = clip(text, limit)
+    note = f'<div class="lab-clipped">… {omitted:,} more characters (tick "show all")</div>' if omitted else ""
+    return f'<pre class="{cls}">{esc(shown)}</pre>{note}'
+
+
+def pre_middle(text: str, head: int | None, tail: int | None, cls: str = "lab-pre") -> str:
+    """A <pre> keeping the start and the end of a long text (prompts end with what matters)."""
+    if head is None or tail is None:
+        return f'<pre class="{cls}">{esc(text)}</pre>'
+    first, last, omitted = clip_middle(text, head, tail)
+    if not omitted:
+        return f'<pre class="{cls}">{esc(first)}</pre>'
+    gap = f'<span class="lab-clipped">\n… {omitted:,} characters omitted (tick "show all") …\n</span>'
+    return f'<pre class="{cls}">{esc(first)}{gap}{esc(last)}</pre>'
+
+
+def render_units(units: Sequence[str], cls: str = "lab-units", full: bool = False) -> str:
+    """An ordered list of command units (long lists clipped)."""
+    if not units:
+        return '<div class="lab-muted">no command units</div>'
+    limit = None if full else UNIT_LIMIT
+    items = "".join(f"<li><code>{esc(u)}</code></li>" for u in units[:limit])
+    more = len(units) - len(units[:limit])
+    extra = f'<div class="lab-clipped">… {more} more units</div>' if more > 0 else ""
+    return f'<ol class="{cls}" start="0">{items}</ol>{extra}'
+
+
+def render_parsed(parsed: ParsedAction | None) -> str:
+    """The parsed action: validity (or why parsing failed), fields, task_complete, fallback."""
+    if parsed is None:
+        return ""
+    if parsed.valid_json:
+        status = '<span class="lab-ok">valid JSON</span>'
+    else:
+        status = f'<span class="lab-bad">invalid JSON</span> <span class="lab-muted">{esc(parsed.failure or "")}</span>'
+    if parsed.units_from_fallback:
+        status += ' <span class="lab-warn">units from "keystrokes" fallback</span>'
+    rows = [
+        ("contract", esc(parsed.contract)),
+        ("analysis", esc(parsed.analysis) if parsed.analysis else '<span class="lab-muted">—</span>'),
+        ("plan", esc(parsed.plan) if parsed.plan else '<span class="lab-muted">—</span>'),
+        ("commands", str(len(parsed.commands or []))),
+        ("task_complete", esc(parsed.task_complete)),
+    ]
+    body = "".join(f'<tr><th>{k}</th><td><div class="lab-cell">{v}</div></td></tr>' for k, v in rows)
+    return f'<div class="lab-parse-status">{status}</div><table class="lab-kv">{body}</table>'
+
+
+def render_metrics(metrics: dict[str, float] | None) -> str:
+    """First exact, P, R, F1 as a compact strip."""
+    if not metrics:
+        return ""
+    parts = [
+        ("first exact", fmt(metrics.get("first_cmd_exact"), 1)),
+        ("P", fmt(metrics.get("command_precision"))),
+        ("R", fmt(metrics.get("command_recall"))),
+        ("F1", fmt(metrics.get("command_f1"))),
+    ]
+    cells = "".join(
+        f'<div class="lab-metric" data-metric="{esc(k)}"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in parts
+    )
+    return f'<div class="lab-metrics">{cells}</div>'
+
+
+def render_diff(ref_rows: Sequence[UnitMatch], pred_rows: Sequence[UnitMatch], full: bool = False) -> str:
+    """Each reference unit next to its best predicted unit and token F1; unmatched units marked."""
+    limit = None if full else UNIT_LIMIT
+    rows = []
+    for row in ref_rows[:limit]:
+        if row.matched:
+            pred = f'<span class="lab-idx">#{row.other_index}</span> <code>{esc(row.other_unit)}</code>'
+            rows.append(
+                f'<tr style="{sim_style(row.f1)}"><td><code>{esc(row.unit)}</code></td>'
+                f'<td>{pred}</td><td class="lab-f1">{row.f1:.2f}</td></tr>'
+            )
+        else:
+            rows.append(
+                f'<tr class="lab-unmatched"><td><code>{esc(row.unit)}</code></td>'
+                f'<td><span class="lab-miss">missed</span></td><td class="lab-f1">0.00</td></tr>'
+            )
+    more = len(ref_rows) - len(ref_rows[:limit])
+    if more > 0:
+        rows.append(f'<tr><td colspan="3" class="lab-clipped">… {more} more reference units</td></tr>')
+    extra = [r for r in pred_rows if not r.matched]
+    extra_html = ""
+    if extra:
+        items = "".join(
+            f'<li><span class="lab-idx">#{r.index}</span> <code>{esc(r.unit)}</code></li>' for r in extra[:limit]
+        )
+        extra_html = (
+            f'<div class="lab-extra"><div class="lab-subhead">predicted units matching no reference unit '
+            f"({len(extra)})</div><ul>{items}</ul></div>"
+        )
+    head = "<tr><th>reference unit</th><th>best predicted unit</th><th>F1</th></tr>"
+    return f'<table class="lab-diff">{head}{"".join(rows)}</table>{extra_html}'
+
+
+def render_prompt_block(view: EngineView, full: bool = False) -> str:
+    """The rendered prompt exactly as sent, collapsed, with template status and token count."""
+    status = esc(view.prompt_status or "unknown")
+    tokens = f"{view.prompt_tokens:,} tokens" if view.prompt_tokens is not None else "tokens: n/a"
+    warn = f'<div class="lab-warn">template error: {esc(view.prompt_error)}</div>' if view.prompt_error else ""
+    head, tail = (None, None) if full else (PROMPT_HEAD, PROMPT_TAIL)
+    body = pre_middle(view.prompt_text, head, tail, "lab-pre lab-prompt")
+    return (
+        f'<details class="lab-details"><summary>prompt · <span class="lab-tag">{status}</span> · {tokens} · '
+        f"{len(view.prompt_text):,} chars</summary>{warn}{body}</details>"
+    )
+
+
+def render_column(view: EngineView, full: bool = False) -> str:
+    """One engine's column: header, prompt, raw output, parsed action, units, diff, metrics."""
+    head = (
+        f'<div class="lab-col-head"><div class="lab-col-name">{esc(view.name)}</div>'
+        f'<div class="lab-col-spec" title="{esc(view.spec)}">{esc(view.spec)}</div></div>'
+    )
+    if view.state != "ready":
+        label = STATE_LABELS.get(view.state, view.state)
+        cls = "lab-error-box" if view.state in (ERROR, FAILED) else "lab-state-box"
+        detail = f'<div class="lab-error-text">{esc(view.error)}</div>' if view.error else ""
+        prompt = render_prompt_block(view, full) if view.prompt_text else ""
+        return (
+            f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="{esc(view.state)}">{head}'
+            f'<div class="{cls}"><b>{esc(label)}</b>{detail}</div>{prompt}</div>'
+        )
+    timing = []
+    if view.latency_s is not None:
+        timing.append(f"{view.latency_s:.2f} s")
+    if view.finish_reason:
+        timing.append(f"finish: {esc(view.finish_reason)}")
+    if view.stored:
+        timing.append("stored answer")
+    raw_title = f'raw output · {len(view.raw_output):,} chars{" · " + " · ".join(timing) if timing else ""}'
+    n_ref = len(view.ref_rows)
+    matched = sum(1 for r in view.ref_rows if r.matched)
+    return (
+        f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="ready">{head}'
+        f"{render_metrics(view.metrics)}"
+        f"{render_prompt_block(view, full)}"
+        f'<details class="lab-details" open><summary>{raw_title}</summary>'
+        f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'
+        f'<details class="lab-details"><summary>parsed action</summary>{render_parsed(view.parsed)}</details>'
+        f'<details class="lab-details"><summary>command units ({len(view.pred_units)})</summary>'
+        f"{render_units(view.pred_units, full=full)}</details>"
+        f'<details class="lab-details" open><summary>diff vs reference · {matched}/{n_ref} reference units '
+        f"matched</summary>{render_diff(view.ref_rows, view.pred_rows, full)}</details>"
+        f"</div>"
+    )
+
+
+def render_columns(engines: Sequence[EngineView], full: bool = False) -> str:
+    """All engine columns side by side (horizontal scroll past four)."""
+    if not engines:
+        return (
+            '<div class="lab-empty">No engines yet. Add one in the <b>Engines</b> tab '
+            "(e.g. <code>reference</code> or <code>stored:results/runs/x.json</code>), or open a run from "
+            "<b>Results</b>.</div>"
+        )
+    cols = "".join(render_column(e, full) for e in engines)
+    return f'<div class="lab-columns" style="--lab-ncols:{len(engines)}">{cols}</div>'
+
+
+def render_f1_gap(gap: F1Gap) -> str:
+    """The engines' F1s as bars, the best/worst pair with the largest gap highlighted."""
+    if not gap.scores:
+        return '<div class="lab-muted">no scored engine for this step yet</div>'
+    rows = []
+    for name, f1 in gap.scores:
+        mark = " lab-best" if name == gap.best and gap.worst else (" lab-worst" if name == gap.worst else "")
+        rows.append(
+            f'<div class="lab-bar-row{mark}"><span class="lab-bar-name">{esc(name)}</span>'
+            f'<span class="lab-bar"><span style="width:{f1 * 100:.1f}%;{sim_style(f1)}"></span></span>'
+            f'<span class="lab-bar-val">{f1:.4f}</span></div>'
+        )
+    note = ""
+    if gap.worst is not None:
+        note = (
+            f'<div class="lab-gap">largest gap <b>{gap.gap:.4f}</b>: {esc(gap.best)} vs {esc(gap.worst)}</div>'
+        )
+    return f'<div class="lab-bars">{"".join(rows)}</div>{note}'
+
+
+def render_turn(role: str, content: str, full: bool) -> str:
+    """One earlier turn (assistant reply or terminal output)."""
+    role = esc(role)
+    return (
+        f'<div class="lab-turn lab-role-{role}"><div class="lab-role">{role}</div>'
+        f'{pre(content, None if full else TURN_LIMIT)}</div>'
+    )
+
+
+def render_context(view: StepView, full: bool = False) -> str:
+    """The step's context: header, task, earlier turns (collapsed), terminal screen, reference."""
+    step = view.step
+    ctx: StepContext = view.context
+    badges = "".join(
+        f'<span class="lab-badge">{esc(k)}: <b>{esc(v)}</b></span>'
+        for k, v in (
+            ("task", step.task_id),
+            ("step", f"{step.step_idx} of {step.total_steps}"),
+            ("bucket", step.bucket),
+            ("group", step.source_group),
+        )
+    )
+    earlier = "".join(render_turn(role, content, full) for role, content in ctx.turns)
+    earlier_html = (
+        f'<details class="lab-details"><summary>earlier turns ({len(ctx.turns)})</summary>{earlier}</details>'
+        if ctx.turns
+        else '<div class="lab-muted">first step: no earlier turns</div>'
+    )
+    screen = (
+        f'<div class="lab-subhead">terminal screen the model saw</div>'
+        f'{pre(ctx.screen, None if full else SCREEN_LIMIT, "lab-pre lab-screen")}'
+        if ctx.screen
+        else ""
+    )
+    ref_units = list(view.ref_parsed.command_units) if view.ref_parsed else []
+    ref_html = (
+        f'<div class="lab-ref"><div class="lab-subhead">reference reply · {len(ref_units)} command units</div>'
+        f"{render_units(ref_units, 'lab-units lab-ref-units', full)}"
+        f'<details class="lab-details"><summary>reference raw text</summary>'
+        f'{pre(view.ref_raw, None if full else RAW_LIMIT)}</details></div>'
+    )
+    system = (
+        f'<details class="lab-details"><summary>system message</summary>{pre(ctx.system, None if full else TASK_LIMIT)}</details>'
+        if ctx.system
+        else ""
+    )
+    return (
+        f'<div class="lab-context"><div class="lab-badges">{badges}</div>{system}'
+        f'<details class="lab-details"><summary>task ({len(ctx.task):,} chars)</summary>'
+        f'{pre(ctx.task, None if full else TASK_LIMIT)}</details>'
+        f'{earlier_html}<div class="lab-context-grid"><div>{screen}</div>{ref_html}</div></div>'
+    )
+
+
+def render_notice(title: str, body_html: str, kind: str = "info") -> str:
+    """A boxed notice (e.g. "no replay data configured"); `body_html` must already be safe HTML."""
+    return f'<div class="lab-notice lab-notice-{esc(kind)}"><b>{esc(title)}</b><div>{body_html}</div></div>'

@@ -1,0 +1,180 @@
+"""The view model of one Compare step: context, one column per engine, diffs and the F1 gap.
+
+Pure functions over lab types (Step, StepResult, ParsedAction): no Gradio, no HTML, no scoring
+of its own (metrics come from the pipeline, alignments from `lab.scoring.align`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from lab.data import StepContext, split_context
+from lab.data.step import Step
+from lab.scoring.action import ParsedAction
+
+# view states of an engine column
+READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
+
+
+@dataclass
+class UnitMatch:
+    """One row of the command-level diff: a unit and its best counterpart (None when unmatched)."""
+
+    index: int
+    unit: str
+    other_index: int | None
+    other_unit: str | None
+    f1: float
+
+    @property
+    def matched(self) -> bool:
+        return self.other_index is not None and self.f1 > 0.0
+
+
+@dataclass
+class EngineView:
+    """One engine's column for one step."""
+
+    spec: str
+    name: str
+    state: str = PENDING
+    error: str | None = None
+    kind: str = ""
+    prompt_text: str = ""
+    prompt_status: str | None = None
+    prompt_error: str | None = None
+    prompt_tokens: int | None = None
+    raw_output: str = ""
+    finish_reason: str | None = None
+    latency_s: float | None = None
+    stored: bool = False
+    parsed: ParsedAction | None = None
+    pred_units: list[str] = field(default_factory=list)
+    metrics: dict[str, float] | None = None
+    ref_rows: list[UnitMatch] = field(default_factory=list)
+    pred_rows: list[UnitMatch] = field(default_factory=list)
+
+    @property
+    def f1(self) -> float | None:
+        return None if self.metrics is None else self.metrics.get("command_f1")
+
+    @property
+    def unmatched_pred(self) -> list[UnitMatch]:
+        return [row for row in self.pred_rows if not row.matched]
+
+
+@dataclass
+class F1Gap:
+    """The engines' F1s side by side; `best`/`worst` name the pair with the largest gap."""
+
+    scores: list[tuple[str, float]]
+    best: str | None
+    worst: str | None
+    gap: float
+
+
+@dataclass
+class StepView:
+    """Everything Compare shows for one step."""
+
+    step: Step
+    context: StepContext
+    ref_raw: str
+    ref_parsed: ParsedAction | None
+    engines: list[EngineView]
+    f1_gap: F1Gap
+
+
+def alignment_rows(pred_units: list[str], ref_units: list[str]) -> tuple[list[UnitMatch], list[UnitMatch]]:
+    """(rows per reference unit, rows per predicted unit) from `lab.scoring.align.align_units`."""
+    from lab.scoring.align import align_units
+
+    alignment = align_units(pred_units, ref_units)
+    ref_rows = [
+        UnitMatch(m.index, m.text, m.best_index, pred_units[m.best_index] if m.matched else None, float(m.f1))
+        for m in alignment.ref
+    ]
+    pred_rows = [
+        UnitMatch(m.index, m.text, m.best_index, ref_units[m.best_index] if m.matched else None, float(m.f1))
+        for m in alignment.pred
+    ]
+    return ref_rows, pred_rows
+
+
+def metrics_dict(metrics: Any) -> dict[str, float]:
+    """StepMetrics (or a per_step row) as {first_cmd_exact, command_precision, command_recall, command_f1}."""
+    if hasattr(metrics, "to_dict"):
+        metrics = metrics.to_dict()
+    keys = ("first_cmd_exact", "command_precision", "command_recall", "command_f1")
+    return {k: float(metrics[k]) for k in keys if k in metrics}
+
+
+def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -> EngineView:
+    """Shape a pipeline StepResult into a column (an engine error becomes an error column)."""
+    completion = result.completion
+    prompt = result.prompt
+    view = EngineView(
+        spec=spec,
+        name=name,
+        kind=kind,
+        prompt_text=prompt.text,
+        prompt_status=prompt.status,
+        prompt_error=prompt.error,
+        prompt_tokens=completion.prompt_tokens if completion.prompt_tokens is not None else prompt.n_tokens,
+        raw_output=completion.text or "",
+        finish_reason=completion.finish_reason,
+        latency_s=completion.latency_s,
+        stored=completion.stored is not None or completion.command_units is not None,
+    )
+    if completion.error:
+        view.state, view.error = ERROR, completion.error
+        return view
+    view.state = READY
+    view.parsed = result.parsed
+    view.pred_units = list(result.parsed.command_units)
+    view.metrics = metrics_dict(result.metrics)
+    view.ref_rows, view.pred_rows = alignment_rows(view.pred_units, list(result.ref_parsed.command_units))
+    return view
+
+
+def engine_view_state(spec: str, name: str, state: str, error: str | None = None, kind: str = "") -> EngineView:
+    """A column with no answer yet: pending, running, loading, failed (with the reason) or error."""
+    return EngineView(spec=spec, name=name, state=state, error=error, kind=kind)
+
+
+def f1_gap(engines: Sequence[EngineView]) -> F1Gap:
+    """The engines' F1s and the pair (best, worst) with the largest gap."""
+    scores = [(e.name, e.f1) for e in engines if e.f1 is not None]
+    if not scores:
+        return F1Gap([], None, None, 0.0)
+    best = max(scores, key=lambda s: s[1])
+    worst = min(scores, key=lambda s: s[1])
+    if len(scores) < 2:
+        return F1Gap(scores, best[0], None, 0.0)
+    return F1Gap(scores, best[0], worst[0], round(best[1] - worst[1], 4))
+
+
+def build_step_view(step: Step, engines: list[EngineView], ref_parsed: ParsedAction | None = None) -> StepView:
+    """Assemble the view of one step from its engine columns."""
+    return StepView(
+        step=step,
+        context=split_context(step),
+        ref_raw=step.ref_raw,
+        ref_parsed=ref_parsed,
+        engines=engines,
+        f1_gap=f1_gap(engines),
+    )
+
+
+def clip(text: str, limit: int | None) -> tuple[str, int]:
+    """`text` cut to `limit` characters (None: no limit) and how many characters were left out."""
+    if limit is None or len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def clip_middle(text: str, head: int, tail: int) -> tuple[str, str, int]:
+    """Keep the first `head` and last `tail` characters; returns (head, tail, omitted)."""
+    if len(text) <= head + tail:
+        return text, "", 0
+    return text[:head], text[-tail:], len(text) - head - tail

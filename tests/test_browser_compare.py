@@ -1,0 +1,80 @@
+"""Real browser: open the lab in Chromium, step through the excerpt, compare reference with a stored run."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lab.settings import Settings
+from tests.paths import EXCERPT
+from tests.test_ui_handlers import free_port, write_stored_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
+    pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}"),
+]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from lab.ui.app import build_app, create_context, launch_options
+
+    root = tmp_path_factory.mktemp("browser")
+    runs = root / "results" / "runs"
+    stored = write_stored_run(runs / "altered.json", "altered")
+    settings = Settings(results_dir=root / "results", runs_dir=runs, db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, ["reference", f"stored:{runs / 'altered.json'}"])
+    ctx.pool.wait()
+    demo = build_app(ctx)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                        **launch_options())
+    yield f"http://127.0.0.1:{port}/", stored, ctx
+    demo.close()
+
+
+def shot_dir(tmp_path: Path) -> Path:
+    out = Path(os.environ.get("LAB_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def test_compare_reference_with_stored_run(served, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    url, stored, ctx = served
+    target = ctx.step_keys()[2]  # task-000/2: the stored run added an extra unit there
+    row = next(r for r in stored["per_step"] if f"{r['task_id']}/{r['step_idx']}" == target)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1300})
+        page.set_default_timeout(20_000)
+        page.goto(url)
+        columns = page.locator("#lab-columns")
+        expect(columns.locator('[data-engine="reference"]')).to_be_visible()
+        # keyboard shortcut j (next) twice, then check the step shown
+        page.locator("body").click(position={"x": 5, "y": 5})
+        for _ in range(2):
+            page.keyboard.press("j")
+            page.wait_for_timeout(400)
+        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} of")
+        ref_col = columns.locator('.lab-col[data-engine="reference"]')
+        stored_col = columns.locator(".lab-col").filter(has_text="altered")
+        expect(ref_col.locator('[data-metric="F1"] b')).to_have_text("1.0000")
+        expect(stored_col.locator('[data-metric="F1"] b')).to_have_text(f"{row['command_f1']:.4f}")
+        expect(stored_col.locator(".lab-extra")).to_contain_text("echo done")  # the unmatched extra unit
+        expect(page.locator("#lab-f1")).to_contain_text("largest gap")
+        expect(page.locator("#lab-heatmap .js-plotly-plot")).to_be_visible()
+        # previous step with the button, then back
+        page.locator("#lab-prev").click()
+        expect(page.locator("#lab-context")).to_contain_text("step: 1 of")
+        page.locator("#lab-next").click()
+        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} of")
+        path = shot_dir(tmp_path) / "compare.png"
+        page.screenshot(path=str(path), full_page=True)
+        browser.close()
+    assert path.stat().st_size > 10_000
