@@ -1,0 +1,117 @@
+"""What every engine kind shares: its configuration and the attributes the UI and runs read."""
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
+from lab.engines.spec import as_number
+from lab.errors import EngineSpecError
+
+# Options any engine accepts (in the SPEC after '?', or as create_engine(**overrides)).
+COMMON_OPTIONS = {
+    "name": "display name in the UI",
+    "contract": "output contract: tb2lite-json | bash-block",
+    "thinking_mode": "on | off | auto",
+    "strip_thinking_history": "on | off | auto",
+    "gemma4_empty_thought_channel": "on | off | auto",
+    "temperature": "default sampling temperature",
+    "top_p": "default sampling top_p",
+    "max_tokens": "default max new tokens",
+    "repetition_penalty": "default repetition penalty",
+}
+
+OnDone = Callable[[int, Completion], None]
+
+
+@dataclass
+class EngineConfig:
+    """Everything an engine is built from: SPEC parts, preset, merged options."""
+
+    spec: str
+    kind: str
+    target: str
+    options: dict = field(default_factory=dict)
+    preset: Preset | None = None
+
+
+def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
+    """Apply sampling options (`temperature=0.7&max_tokens=64`) over a preset's sampling."""
+    changes = {}
+    for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("repetition_penalty", float)):
+        if key in options:
+            changes[key] = as_number(options.pop(key), key, kind)
+    return replace(sampling, **changes)
+
+
+class EngineBase(ABC):
+    """Shared attributes (`spec, kind, name, model_id, tokenizer, contract, prompt_options,
+    default_sampling`) and option checking. Subclasses declare `kind` and `OPTIONS`
+    (their own options with one-line help) and implement load/generate/close."""
+
+    kind: str = ""
+    OPTIONS: dict[str, str] = {}
+
+    def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
+        self.spec = config.spec
+        self.preset = config.preset
+        options = dict(config.options)
+        unknown = set(options) - set(COMMON_OPTIONS) - set(self.OPTIONS)
+        if unknown:
+            allowed = sorted(set(COMMON_OPTIONS) | set(self.OPTIONS))
+            raise EngineSpecError(
+                f"engine spec '{config.spec}': unknown option(s) {sorted(unknown)} for kind "
+                f"'{self.kind}'; allowed: {', '.join(allowed)}"
+            )
+        preset = config.preset
+        self.model_id = model_id
+        self.name = str(options.pop("name", "") or name)
+        self.contract = str(options.pop("contract", "") or (preset.contract if preset else "tb2lite-json"))
+        self.prompt_options = dict(preset.prompt_options if preset else DEFAULT_PROMPT_OPTIONS)
+        for key in DEFAULT_PROMPT_OPTIONS:
+            if key in options:
+                self.prompt_options[key] = str(options.pop(key))
+        self.default_sampling = _sampling_with(preset.sampling if preset else Sampling(), options)
+        self.options = options  # what is left: this kind's own options
+        self.tokenizer = None
+        self.loaded = False
+        self.load_time_sec: float | None = None  # engine construction only (SPEC §8 load_time_sec)
+        self._lock = threading.Lock()
+
+    # --- helpers for subclasses -------------------------------------------------------
+    def option(self, key: str, default=None):
+        return self.options.get(key, default)
+
+    @staticmethod
+    def finish(index: int, completion: Completion, results: list, on_done: OnDone | None) -> None:
+        """Store one completion and report it (errors in the callback never break generation)."""
+        results[index] = completion
+        if on_done is not None:
+            try:
+                on_done(index, completion)
+            except Exception:  # noqa: BLE001 - a UI callback must not stop an engine
+                pass
+
+    # --- protocol defaults ------------------------------------------------------------
+    def load(self) -> None:
+        self.loaded = True
+
+    def close(self) -> None:
+        self.loaded = False
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(kind=self.kind, model=self.model_id, device="cpu")
+
+    def engine_settings(self) -> dict:
+        """Engine settings recorded in a result file's `sampling` block (SPEC §8)."""
+        return {}
+
+    @abstractmethod
+    def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:
+        """Answer each request; per-request problems go into `Completion.error`."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} spec={self.spec!r}>"

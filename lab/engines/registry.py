@@ -1,0 +1,96 @@
+"""`create_engine(spec)`: SPEC prefix -> engine class, plus bare preset names (assets/models.yaml).
+
+    reference                          answers with the reference reply
+    stored:PATH                        answers from a result JSON file
+    transformers:MODEL_OR_PATH|PRESET  local transformers (+ peft LoRA)
+    vllm:MODEL_OR_PATH|PRESET          in-process vLLM (GPU)
+    openai:BASE_URL#MODEL              an OpenAI-compatible /v1/completions server
+    PRESET                             a preset key, loaded with the preset's kind
+
+Options follow `?` (`transformers:/m?device=cpu&lora=/a`); keyword overrides given to
+`create_engine` win over them. Each kind lists its options in its class's `OPTIONS`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig
+from lab.engines.openai_engine import OpenAIEngine
+from lab.engines.presets import Preset, load_presets
+from lab.engines.reference import ReferenceEngine
+from lab.engines.spec import split_spec
+from lab.engines.stored import StoredEngine
+from lab.engines.transformers_engine import TransformersEngine
+from lab.engines.vllm_engine import VLLMEngine
+from lab.errors import EngineSpecError
+
+ENGINE_KINDS: dict[str, type[EngineBase]] = {
+    "reference": ReferenceEngine,
+    "stored": StoredEngine,
+    "transformers": TransformersEngine,
+    "vllm": VLLMEngine,
+    "openai": OpenAIEngine,
+}
+KIND_USAGE = {
+    "reference": "reference",
+    "stored": "stored:PATH",
+    "transformers": "transformers:MODEL_OR_PATH",
+    "vllm": "vllm:MODEL_OR_PRESET",
+    "openai": "openai:BASE_URL#MODEL",
+}
+# kinds whose target may name a preset
+PRESET_KINDS = {"transformers", "vllm"}
+
+
+def _unknown(spec: str, presets: dict[str, Preset] | None, problem: str) -> EngineSpecError:
+    kinds = ", ".join(KIND_USAGE.values())
+    names = ", ".join(sorted(presets)) if presets else "(none)"
+    return EngineSpecError(f"{problem} '{spec}'. Engine kinds: {kinds}. Presets: {names}")
+
+
+def resolve_spec(spec: str, presets: dict[str, Preset] | None = None) -> EngineConfig:
+    """Turn a SPEC string into an EngineConfig (kind, target, options, preset) without loading."""
+    parsed = split_spec(spec)
+    kind, target, options = parsed.kind, parsed.target, dict(parsed.options)
+    has_colon = ":" in parsed.text.partition("?")[0]
+
+    def get_presets() -> dict[str, Preset]:
+        return presets if presets is not None else load_presets()
+
+    if not has_colon:
+        if kind in ENGINE_KINDS and ENGINE_KINDS[kind] is ReferenceEngine:
+            return EngineConfig(spec=parsed.text, kind=kind, target="", options=options)
+        table = get_presets()
+        if kind in table:
+            preset = table[kind]
+            return EngineConfig(spec=parsed.text, kind=preset.kind, target=kind, options=options, preset=preset)
+        if kind in ENGINE_KINDS:
+            raise EngineSpecError(f"engine spec '{spec}' needs a target: {KIND_USAGE[kind]}")
+        raise _unknown(spec, table, "unknown engine or preset")
+    if kind not in ENGINE_KINDS:
+        raise _unknown(spec, get_presets(), f"unknown engine kind '{kind}' in")
+    preset = None
+    if kind in PRESET_KINDS and target and not Path(target).expanduser().exists():
+        preset = get_presets().get(target)
+    return EngineConfig(spec=parsed.text, kind=kind, target=target, options=options, preset=preset)
+
+
+def create_engine(spec: str, *, presets: dict[str, Preset] | None = None, **overrides) -> EngineBase:
+    """Build (not load) the engine a SPEC names; keyword overrides win over `?` options.
+
+    Raises EngineSpecError for an unknown kind/preset or a bad option (listing what exists)."""
+    config = resolve_spec(spec, presets)
+    config.options.update({k: v for k, v in overrides.items() if v is not None})
+    return ENGINE_KINDS[config.kind](config)
+
+
+def engine_kinds() -> dict[str, str]:
+    """Kind -> usage string, for help texts and the UI."""
+    return dict(KIND_USAGE)
+
+
+def engine_options(kind: str) -> dict[str, str]:
+    """Option -> help for one kind (common options included)."""
+    if kind not in ENGINE_KINDS:
+        raise EngineSpecError(f"unknown engine kind '{kind}'; kinds: {', '.join(ENGINE_KINDS)}")
+    return {**COMMON_OPTIONS, **ENGINE_KINDS[kind].OPTIONS}

@@ -1,0 +1,285 @@
+"""`transformers:MODEL_OR_PATH`: local generation with transformers on CPU or CUDA (+ peft LoRA).
+
+Options: `device=auto|cpu|cuda|cuda:N`, `dtype=auto|bfloat16|float16|float32` (auto: the
+preset's dtype on GPU, float32 on CPU), `lora=PATH_OR_ID`, `tokenizer=PATH_OR_ID`,
+`batch_size=N` (default 4), `add_special_tokens=true|false` (default true, as vLLM does for text
+prompts). Prompts are batched with left padding; greedy when temperature == 0.
+"""
+from __future__ import annotations
+
+import time
+
+from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.common import EngineBase, EngineConfig, OnDone
+from lab.engines.loading import check_model_source, load_failure
+from lab.engines.spec import as_bool, as_number, short_name
+from lab.errors import EngineLoadError, EngineSpecError
+
+DTYPES = {"bfloat16", "float16", "float32"}
+
+
+def pick_device(requested: str) -> str:
+    """`auto` -> cuda when available, else cpu."""
+    import torch
+
+    if requested in ("", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise EngineLoadError(f"device '{requested}' asked for, but torch sees no CUDA GPU: use device=cpu")
+    return requested
+
+
+def pick_dtype(requested: str, device: str, preset_dtype: str | None) -> str:
+    """Preset dtype (bfloat16) on GPU, float32 on CPU, unless asked otherwise."""
+    if requested not in ("", "auto"):
+        if requested not in DTYPES:
+            raise EngineSpecError(f"dtype must be one of {sorted(DTYPES)} or auto, got '{requested}'")
+        return requested
+    return (preset_dtype or "bfloat16") if device.startswith("cuda") else "float32"
+
+
+def trim_generated(ids: list[int], eos_ids: set[int], pad_id: int | None) -> tuple[list[int], bool]:
+    """Cut generated ids after the first EOS (kept, as vLLM does) or drop trailing padding.
+
+    Returns (ids, hit_eos)."""
+    for pos, token in enumerate(ids):
+        if token in eos_ids:
+            return ids[: pos + 1], True
+    if pad_id is not None:
+        end = len(ids)
+        while end > 0 and ids[end - 1] == pad_id:
+            end -= 1
+        ids = ids[:end]
+    return ids, False
+
+
+def cut_at_stop(text: str, stops: list[str] | None) -> tuple[str, str | None]:
+    """Cut `text` at the earliest stop string (excluded from the output, vLLM's default)."""
+    best: tuple[int, str] | None = None
+    for stop in stops or []:
+        if stop:
+            pos = text.find(stop)
+            if pos >= 0 and (best is None or pos < best[0]):
+                best = (pos, stop)
+    if best is None:
+        return text, None
+    return text[: best[0]], best[1]
+
+
+class TransformersEngine(EngineBase):
+    """Generates with `AutoModelForCausalLM` (+ `peft.PeftModel` for a LoRA adapter)."""
+
+    kind = "transformers"
+    OPTIONS = {
+        "device": "auto | cpu | cuda | cuda:N",
+        "dtype": "auto | bfloat16 | float16 | float32",
+        "lora": "LoRA adapter folder or Hub id",
+        "tokenizer": "tokenizer folder or Hub id (default: the model)",
+        "batch_size": "prompts per generate call (default 4)",
+        "add_special_tokens": "tokenize prompts with special tokens (default true)",
+    }
+
+    def __init__(self, config: EngineConfig) -> None:
+        preset = config.preset
+        if not config.target:
+            raise EngineSpecError(f"engine spec '{config.spec}': give a model, e.g. transformers:/path/to/model")
+        model = preset.hf_id if preset else config.target
+        lora = config.options.get("lora") or (preset.lora if preset else None)
+        name = preset.display_name if preset else short_name(lora or model)
+        super().__init__(config, model_id=model, name=name)
+        self.lora = lora
+        self.options.pop("lora", None)
+        self.trust_remote_code = bool(preset.trust_remote_code) if preset else False
+        self.batch_size = int(as_number(self.option("batch_size", 4), "batch_size", int))
+        if self.batch_size < 1:
+            raise EngineSpecError("batch_size must be at least 1")
+        self.add_special_tokens = as_bool(self.option("add_special_tokens", True), "add_special_tokens")
+        self.preset_dtype = (preset.engine.get("dtype") if preset else None)
+        self.device = str(self.option("device", "auto"))
+        self.dtype = str(self.option("dtype", "auto"))
+        self.model = None
+
+    def load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model_src = check_model_source(self.model_id)
+        lora_src = check_model_source(self.lora, "LoRA adapter") if self.lora else None
+        device = pick_device(self.device)
+        dtype = pick_dtype(self.dtype, device, self.preset_dtype)
+        tok_src = check_model_source(self.option("tokenizer"), "tokenizer") if self.option("tokenizer") else model_src
+        start = time.perf_counter()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=self.trust_remote_code)
+        except Exception as exc:  # noqa: BLE001 - any loader failure becomes a clear message
+            raise load_failure(tok_src, exc, "tokenizer") from None
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                model_src, dtype=getattr(torch, dtype), trust_remote_code=self.trust_remote_code
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise load_failure(model_src, exc) from None
+        if lora_src:
+            try:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, lora_src)
+            except Exception as exc:  # noqa: BLE001
+                raise load_failure(lora_src, exc, "LoRA adapter") from None
+        try:
+            model.to(device)
+        except Exception as exc:  # noqa: BLE001 - e.g. CUDA out of memory
+            raise EngineLoadError(f"cannot move '{self.model_id}' to {device}: {exc}") from None
+        model.eval()
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token is not None:
+                tokenizer.pad_token = tokenizer.eos_token
+            else:
+                tokenizer.pad_token = tokenizer.convert_ids_to_tokens(0)
+        self.tokenizer, self.model = tokenizer, model
+        self.device, self.dtype = device, dtype
+        self.load_time_sec = time.perf_counter() - start
+        self.loaded = True
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.tokenizer):
+            value = getattr(source, "eos_token_id", None)
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return ids
+
+    def _generation_config(self, sampling: Sampling):
+        import copy
+
+        config = copy.deepcopy(self.model.generation_config)
+        config.max_new_tokens = int(sampling.max_tokens)
+        config.max_length = None
+        config.do_sample = sampling.temperature > 0
+        if config.do_sample:
+            config.temperature = float(sampling.temperature)
+            config.top_p = float(sampling.top_p)
+            if sampling.min_p and sampling.min_p > 0:
+                config.min_p = float(sampling.min_p)
+        else:
+            config.temperature, config.top_p, config.top_k, config.min_p = None, None, None, None
+        config.repetition_penalty = float(sampling.repetition_penalty)
+        config.pad_token_id = self.tokenizer.pad_token_id
+        if sampling.stop:
+            config.stop_strings = list(sampling.stop)
+        return config
+
+    def _generate_batch(self, prompts: list[str], sampling: Sampling) -> list[Completion]:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class FirstTokenClock(StoppingCriteria):
+            """Notes when the first new token exists (called once per decoding step)."""
+
+            first: float | None = None
+
+            def __call__(self, input_ids, scores, **kwargs):
+                if self.first is None:
+                    self.first = time.perf_counter()
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+        enc = self.tokenizer(
+            prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
+        ).to(self.device)
+        clock = FirstTokenClock()
+        config = self._generation_config(sampling)
+        if sampling.seed is not None:
+            torch.manual_seed(int(sampling.seed))
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc,
+                generation_config=config,
+                stopping_criteria=StoppingCriteriaList([clock]),
+                tokenizer=self.tokenizer,
+            )
+        latency = time.perf_counter() - start
+        ttft = (clock.first - start) if clock.first is not None else None
+        input_len = enc["input_ids"].shape[1]
+        eos_ids, pad_id = self._eos_ids(), self.tokenizer.pad_token_id
+        completions = []
+        for row, mask in zip(out, enc["attention_mask"]):
+            ids, hit_eos = trim_generated(row[input_len:].tolist(), eos_ids, pad_id)
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            text, stop = cut_at_stop(text, sampling.stop)
+            if hit_eos:
+                finish, stop_reason = "stop", ids[-1]
+            elif stop is not None:
+                finish, stop_reason = "stop", stop
+            elif len(ids) >= sampling.max_tokens:
+                finish, stop_reason = "length", None
+            else:
+                finish, stop_reason = "stop", None
+            completions.append(
+                Completion(
+                    text=text,
+                    finish_reason=finish,
+                    stop_reason=stop_reason,
+                    token_ids=ids,
+                    prompt_tokens=int(mask.sum()),
+                    completion_tokens=len(ids),
+                    ttft_s=ttft,
+                    latency_s=latency,
+                )
+            )
+        return completions
+
+    def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:
+        if self.model is None:
+            raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
+        results: list = [None] * len(requests)
+        with self._lock:
+            for begin in range(0, len(requests), self.batch_size):
+                chunk = list(range(begin, min(begin + self.batch_size, len(requests))))
+                try:
+                    batch = self._generate_batch([requests[i].prompt for i in chunk], sampling)
+                except Exception as exc:  # noqa: BLE001 - one bad batch must not lose the others
+                    batch = [Completion(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in chunk]
+                for i, completion in zip(chunk, batch):
+                    self.finish(i, completion, results, on_done)
+        return results
+
+    def memory_gb(self) -> float | None:
+        if self.model is None:
+            return None
+        import torch
+
+        if self.device.startswith("cuda"):
+            return round(torch.cuda.memory_allocated(torch.device(self.device)) / 2**30, 3)
+        total = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return round(total / 2**30, 4)
+
+    def close(self) -> None:
+        with self._lock:
+            self.model = None
+            self.tokenizer = None
+            self.loaded = False
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+    def engine_settings(self) -> dict:
+        """SPEC §8 `sampling` keys describing the engine."""
+        return {"dtype": self.dtype, "device": self.device, "lora_path": self.lora, "batch_size": self.batch_size}
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(
+            kind=self.kind,
+            model=self.model_id,
+            device=f"{self.device} ({self.dtype})" if self.loaded else self.device,
+            memory_gb=self.memory_gb(),
+            lora=self.lora,
+            notes=f"batch_size={self.batch_size}",
+        )

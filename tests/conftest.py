@@ -1,0 +1,111 @@
+"""Shared fixtures: the reference data folder and a tiny random-weight causal LM built in the test.
+
+Nothing is downloaded: the tokenizer is trained here with `tokenizers` on a few strings (JSON
+characters included), the model is a 2-layer Qwen2 with hidden size 32, and both are saved with
+`save_pretrained`. `tiny_lora_dir` is a peft LoRA adapter for that model.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TRAINING_TEXT = [
+    '{"analysis": "List the files.", "plan": "Run ls.", "commands": [{"keystrokes": "ls -la\\n", "duration": 0.1}], "task_complete": false}',
+    '{"analysis": "Done.", "plan": "", "commands": [], "task_complete": true}',
+    "```bash\ncat > f.txt << 'EOF'\nhello world\nEOF\n```",
+    "<thinking>look around first</thinking> cd /app && ls | grep -i yaml; echo $?",
+    "USER:\nYou are an AI assistant tasked with solving command-line tasks in a Linux environment.",
+    "ASSISTANT:\nThe terminal shows /app# with files: main.py, README.md, requirements.txt.",
+]
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared/tb2lite (reference data; never copied into the repo)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"reference data folder {SHARED} is missing")
+    return SHARED
+
+
+def build_tiny_tokenizer():
+    """A byte-level BPE tokenizer (any text encodes) with ChatML special tokens and a template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    core.train_from_iterator(TRAINING_TEXT * 4, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        unk_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|endoftext|>"],
+    )
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A saved tiny random-weight Qwen2 causal LM + tokenizer (chat template set)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    tokenizer = build_tiny_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,  # replay prompts are long in this tiny vocabulary
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_lora_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """A peft LoRA adapter (rank 4 on q/v projections) saved for the tiny model."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-lora")
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():  # non-zero B so the adapter changes the output
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    peft_model.save_pretrained(folder)
+    assert json.loads((folder / "adapter_config.json").read_text())["r"] == 4
+    return folder

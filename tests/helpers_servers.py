@@ -1,0 +1,67 @@
+"""Start and stop real local servers for tests (loopback only)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """Poll `url` until it answers 200, the process dies, or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode} before {url} answered")
+        try:
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate the process group we started, then kill it if it lingers."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+@contextmanager
+def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
+    """Run `transformers serve MODEL --host 127.0.0.1 --port N --device cpu`; yield its base URL.
+
+    The model is pinned (FORCE_MODEL), so requests for another model get a 400."""
+    exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
+    port = free_port()
+    cmd = [exe, "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/health", timeout, proc)
+        yield base
+    finally:
+        stop_process(proc)

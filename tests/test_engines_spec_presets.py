@@ -1,0 +1,176 @@
+"""SPEC parsing, the registry, presets validation and the vLLM argument translation (no vLLM)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from lab.engines import Sampling, create_engine, engine_kinds, engine_options, load_presets, resolve_spec
+from lab.engines.openai_engine import api_root, completion_body
+from lab.engines.spec import split_spec
+from lab.engines.vllm_engine import VLLM_MISSING, lora_rank_setting, vllm_llm_kwargs, vllm_sampling_kwargs
+from lab.errors import EngineLoadError, EngineSpecError
+
+PRESETS = load_presets()
+
+
+def test_split_spec_keeps_openai_hash_and_reads_options():
+    parsed = split_spec("openai:http://127.0.0.1:8000/v1#org/Model-1B?concurrency=8&check")
+    assert (parsed.kind, parsed.target) == ("openai", "http://127.0.0.1:8000/v1#org/Model-1B")
+    assert parsed.options == {"concurrency": "8", "check": "true"}
+
+
+@pytest.mark.parametrize(
+    "spec, kind, name, model",
+    [
+        ("reference", "reference", "reference", "reference"),
+        ("stored:/data/runs/Qwen3.5-2B.json", "stored", "Qwen3.5-2B", "/data/runs/Qwen3.5-2B.json"),
+        ("transformers:/models/tiny-lm/", "transformers", "tiny-lm", "/models/tiny-lm/"),
+        ("vllm:org/Some-Model-7B", "vllm", "Some-Model-7B", "org/Some-Model-7B"),
+        ("openai:http://h:8000#org/M-2B", "openai", "M-2B", "org/M-2B"),
+        ("qwen35-2b-sft", "vllm", "Qwen3.5-2B SFT", "LLM-OS-Models/Qwen3.5-2B-Terminal-SFT-2Epoch-FullFT-SameCount"),
+        ("transformers:gemma4-e4b-sft", "transformers", "Gemma-4-E4B SFT", "LLM-OS-Models/gemma-4-E4B-it-Terminal-SFT-Native-Liquid-2Epoch"),
+    ],
+)
+def test_create_engine_kinds_names_and_models(spec, kind, name, model):
+    engine = create_engine(spec, presets=PRESETS)
+    assert (engine.kind, engine.name, engine.model_id, engine.spec) == (kind, name, model, spec)
+    assert engine.tokenizer is None  # nothing is loaded before load()
+
+
+def test_preset_settings_reach_the_engine():
+    grpo = create_engine("qwen35-08b-grpo", presets=PRESETS)
+    assert grpo.contract == "bash-block"
+    assert grpo.lora == "lew96123/qwen3.5-0.8b-terminal-agent-grpo-rl-checkpoint-100"
+    assert (grpo.default_sampling.temperature, grpo.default_sampling.top_p, grpo.default_sampling.max_tokens) == (0.7, 0.95, 256)
+    gemma = create_engine("gemma4-e4b-sft", presets=PRESETS)
+    assert gemma.prompt_options == {"thinking_mode": "off", "strip_thinking_history": "on", "gemma4_empty_thought_channel": "auto"}
+    assert gemma.contract == "tb2lite-json"
+    # options after '?' and keyword overrides win over the preset
+    tuned = create_engine("vllm:qwen35-2b-sft?gpu_memory_utilization=0.45&max_tokens=64", presets=PRESETS, contract="bash-block")
+    assert tuned.settings["gpu_memory_utilization"] == 0.45 and tuned.settings["max_model_len"] == 49152
+    assert tuned.default_sampling.max_tokens == 64 and tuned.contract == "bash-block"
+
+
+def test_published_presets_match_design():
+    assert set(PRESETS) == {"qwen35-2b-sft", "lfm25-8b-a1b-sft", "gemma4-e4b-sft", "qwen35-08b-grpo", "qwen35-9b-cli-gym"}
+    for preset in PRESETS.values():
+        assert preset.kind == "vllm" and not preset.trust_remote_code
+        assert preset.engine["dtype"] == "bfloat16" and preset.engine["tensor_parallel_size"] == 1
+        assert preset.engine["max_model_len"] == 49152 and preset.engine["gpu_memory_utilization"] == 0.92
+    assert PRESETS["qwen35-2b-sft"].published["score"] == 39.52
+    assert PRESETS["qwen35-2b-sft"].engine["language_model_only"] is True
+    assert PRESETS["lfm25-8b-a1b-sft"].engine["language_model_only"] is False
+    assert PRESETS["qwen35-9b-cli-gym"].contract == "bash-block"
+    assert PRESETS["qwen35-9b-cli-gym"].published["benchmark"] == "tb-lite"
+    assert PRESETS["qwen35-2b-sft"].sampling == Sampling(temperature=0.0, top_p=1.0, max_tokens=1024, repetition_penalty=1.0)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("", "empty engine spec"),
+        ("no-such-preset", "Presets: gemma4-e4b-sft"),
+        ("llama:foo", "unknown engine kind 'llama'"),
+        ("stored", "needs a target: stored:PATH"),
+        ("openai:http://127.0.0.1:8000", "openai:BASE_URL#MODEL"),
+        ("openai:ftp://x#m", "must start with http"),
+        ("transformers:/m?colour=blue", "unknown option(s) ['colour']"),
+        ("transformers:/m?batch_size=many", "batch_size' must be an integer"),
+        ("vllm:/m?language_model_only=maybe", "must be true or false"),
+        ("transformers:/m?trust_remote_code=true", "unknown option(s) ['trust_remote_code']"),
+    ],
+)
+def test_bad_specs_say_what_exists(spec, message):
+    with pytest.raises(EngineSpecError) as err:
+        create_engine(spec, presets=PRESETS)
+    assert message in str(err.value)
+
+
+def test_unknown_spec_lists_kinds():
+    with pytest.raises(EngineSpecError) as err:
+        resolve_spec("whatever", PRESETS)
+    for usage in engine_kinds().values():
+        assert usage in str(err.value)
+    assert "lora" in engine_options("transformers") and "api_key" in engine_options("openai")
+
+
+PRESET_YAML = """
+defaults:
+  sampling: {temperature: 0.0, max_tokens: 512}
+  engine: {dtype: bfloat16}
+presets:
+  good:
+    hf_id: org/good
+    sampling: {max_tokens: 64}
+"""
+
+
+def test_load_presets_merges_defaults(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(PRESET_YAML)
+    good = load_presets(path)["good"]
+    assert good.sampling.max_tokens == 64 and good.engine == {"dtype": "bfloat16"} and good.kind == "vllm"
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("presets:\n  bad:\n    kind: vllm\n", "preset 'bad': 'hf_id' is required"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    kind: llamacpp\n", "'kind' must be one of"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    colour: red\n", "unknown field(s) ['colour']"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    sampling: {temp: 1}\n", "unknown sampling field(s) ['temp']"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    sampling: {top_p: 0}\n", "0 < top_p <= 1"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    engine: {gpu: 1}\n", "unknown engine setting(s) ['gpu']"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    prompt_options: {thinking_mode: maybe}\n", "must be on, off or auto"),
+        ("presets:\n  bad:\n    hf_id: a/b\n    trust_remote_code: yes please\n", "'trust_remote_code' must be true or false"),
+        ("models: []\n", "expected a top-level 'presets:'"),
+        ("presets: [\n", "not valid YAML"),
+    ],
+)
+def test_load_presets_errors_name_file_and_key(tmp_path, body, message):
+    path = tmp_path / "models.yaml"
+    path.write_text(body)
+    with pytest.raises(EngineSpecError) as err:
+        load_presets(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_vllm_kwargs_from_preset_and_sampling():
+    preset = PRESETS["qwen35-2b-sft"]
+    kwargs = vllm_llm_kwargs(preset.hf_id, preset.engine)
+    assert kwargs == {
+        "model": preset.hf_id,
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 1,
+        "max_model_len": 49152,
+        "gpu_memory_utilization": 0.92,
+        "enable_prefix_caching": True,
+        "trust_remote_code": False,
+        "language_model_only": True,
+    }
+    lora = vllm_llm_kwargs("Qwen/Qwen3.5-0.8B", PRESETS["qwen35-08b-grpo"].engine, lora_rank=64)
+    assert (lora["enable_lora"], lora["max_loras"], lora["max_lora_rank"]) == (True, 1, 64)
+    assert lora_rank_setting(4) == 16 and lora_rank_setting(33) == 64
+    assert "language_model_only" not in vllm_llm_kwargs("m", PRESETS["lfm25-8b-a1b-sft"].engine)
+    assert vllm_sampling_kwargs(Sampling()) == {
+        "temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "repetition_penalty": 1.0, "skip_special_tokens": True,
+    }
+    tuned = vllm_sampling_kwargs(Sampling(temperature=0.7, top_p=0.95, max_tokens=256, min_p=0.05, stop=["```\n"], seed=3))
+    assert tuned["min_p"] == 0.05 and tuned["stop"] == ["```\n"] and tuned["seed"] == 3
+
+
+def test_vllm_missing_gives_clear_load_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    engine = create_engine("vllm:qwen35-2b-sft", presets=PRESETS)
+    with pytest.raises(EngineLoadError) as err:
+        engine.load()
+    assert str(err.value) == VLLM_MISSING
+
+
+def test_openai_url_and_body():
+    assert api_root("http://h:8000") == api_root("http://h:8000/v1/") == "http://h:8000/v1"
+    body = completion_body("m", "PROMPT", Sampling(max_tokens=8))
+    assert body == {"model": "m", "prompt": "PROMPT", "max_tokens": 8, "temperature": 0.0, "top_p": 1.0}
+    body = completion_body("m", "P", Sampling(repetition_penalty=1.1, stop=["\n\n"]))
+    assert body["repetition_penalty"] == 1.1 and body["stop"] == ["\n\n"]
