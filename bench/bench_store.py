@@ -1,0 +1,104 @@
+"""Benchmark the DuckDB store: import 100 synthetic runs x 303 steps, then time every plot query
+and a per-step slice (median of several repeats). Prints a table.
+
+    python bench/bench_store.py [--runs 100] [--steps 303] [--repeat 15]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.synthetic import make_results  # noqa: E402
+from lab.store import import_path, open_store  # noqa: E402
+from lab.store import queries as q  # noqa: E402
+from lab.store.plots import PLOT_SPECS  # noqa: E402
+
+PLOT_QUERY_BUDGET_MS = 50.0
+SLICE_BUDGET_MS = 200.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _median_ms(fn, repeat: int) -> tuple[float, int]:
+    fn()  # warm-up
+    times, rows = [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        rows = len(fn())
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times), rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=303)
+    ap.add_argument("--repeat", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        results = root / "results"
+        results.mkdir()
+        for csv in (REPO / "results").glob("*.csv"):
+            (results / csv.name).write_bytes(csv.read_bytes())
+
+        t0 = time.perf_counter()
+        synthetic = make_results(n_runs=args.runs, n_steps=args.steps)
+        files = root / "incoming"
+        files.mkdir()
+        for i, result in enumerate(synthetic):
+            (files / f"run{i:03d}.json").write_text(json.dumps(result), encoding="utf-8")
+        t_make = time.perf_counter() - t0
+        mb = sum(p.stat().st_size for p in files.iterdir()) / 1e6
+
+        store = open_store(root / "lab.duckdb", results)
+        t0 = time.perf_counter()
+        report = import_path(store, files)
+        t_import = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = import_path(store, files)
+        t_reimport = time.perf_counter() - t0
+        assert report.ok and len(report.added) == args.runs and not again.added, report.summary()
+        n_steps = store.scalar("SELECT count(*) FROM steps")
+
+        run_ids = q.runs(store, order="score")["run_id"].tolist()
+        a, b = run_ids[0], run_ids[-1]
+        plot_params = {"checkpoint_series": {"family_or_pattern": "%"}, "by_bucket": {"run_ids": run_ids[:10]},
+                       "by_source_group": {"run_ids": run_ids[:10]}}
+        rows = []
+        for name, (query, _) in PLOT_SPECS.items():
+            ms, n = _median_ms(lambda: query(store, **plot_params.get(name, {})), args.repeat)
+            rows.append((f"plot: {name}", n, ms, PLOT_QUERY_BUDGET_MS))
+        for name, fn in (("plot: by_bucket (all runs)", lambda: q.by_bucket(store)),
+                         ("plot: by_source_group (all runs)", lambda: q.by_source_group(store))):
+            ms, n = _median_ms(fn, args.repeat)
+            rows.append((name, n, ms, PLOT_QUERY_BUDGET_MS))
+        ms, n = _median_ms(lambda: q.slice_pair(store, a, b, 0.8, 0.2), args.repeat)
+        rows.append(("slice: A F1>=0.8 and B F1<0.2", n, ms, SLICE_BUDGET_MS))
+        step_key = q.run_steps(store, a)["step_key"].iloc[args.steps // 2]
+        ms, n = _median_ms(lambda: q.step_across_runs(store, step_key), args.repeat)
+        rows.append(("step across all runs", n, ms, SLICE_BUDGET_MS))
+        ms, n = _median_ms(lambda: q.run_steps(store, a), args.repeat)
+        rows.append(("one run's steps (303 rows, units)", n, ms, SLICE_BUDGET_MS))
+        store.close()
+
+    print(f"synthetic data: {args.runs} runs x {args.steps} steps ({mb:.1f} MB JSON) built in {t_make:.1f} s")
+    print(f"import: {t_import:.2f} s ({t_import / args.runs * 1000:.0f} ms/file, {n_steps} step rows); "
+          f"re-import (all unchanged): {t_reimport * 1000:.0f} ms")
+    print(f"\n{'query':<38} {'rows':>6} {'median ms':>10} {'budget':>7}  ok")
+    ok = True
+    for name, n, ms, budget in rows:
+        ok &= ms < budget
+        print(f"{name:<38} {n:>6} {ms:>10.2f} {budget:>7.0f}  {'yes' if ms < budget else 'NO'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""`python -m lab results …`: query and import the lab's DuckDB store."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import duckdb
+
+from lab.errors import LabError
+from lab.settings import Settings
+from lab.store.db import Store, open_store
+from lab.store.importer import ImportReport, import_path, rebuild
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=None, help="DuckDB file (default: <results>/lab.duckdb or $LAB_DB)")
+    parser.add_argument("--results", default=None, help="results folder the store is built from (default: results/)")
+    sub = parser.add_subparsers(dest="results_command", required=True)
+    p = sub.add_parser("sql", help="run a SQL query and print the answer as CSV")
+    p.add_argument("query", help='e.g. "SELECT count(*) FROM leaderboard WHERE in_first_56"')
+    p = sub.add_parser("import", help="import result JSON files or folders of them (recursively)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    sub.add_parser("rebuild", help="recreate the store from the results folder")
+    sub.add_parser("tables", help="list tables and views with their row counts")
+
+
+def _store(args: argparse.Namespace, *, sync: bool = True) -> Store:
+    kwargs = {}
+    if args.results:
+        kwargs["results_dir"] = args.results
+    if args.db:
+        kwargs["db_path"] = args.db
+    return open_store(Settings(**kwargs), sync=sync)
+
+
+def _print_report(report: ImportReport) -> int:
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = args.results_command
+    if cmd == "rebuild":
+        with _store(args, sync=False) as store:
+            return _print_report(rebuild(store))
+    with _store(args, sync=cmd != "import") as store:
+        if cmd == "sql":
+            try:
+                df = store.query(args.query)
+            except duckdb.Error as exc:
+                raise LabError(f"SQL error: {exc}") from None
+            df.to_csv(sys.stdout, index=False)
+            return 0
+        if cmd == "import":
+            return _print_report(import_path(store, *args.paths))
+        store.tables().to_csv(sys.stdout, index=False)
+        return 0

@@ -1,0 +1,203 @@
+"""The lab's DuckDB file: open (create / rebuild when missing or outdated), query, transactions."""
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import duckdb
+import pandas as pd
+
+from lab.errors import LabError
+from lab.settings import Settings
+
+SCHEMA_PATH = Path(__file__).with_name("schema.sql")
+_VERSION_RX = re.compile(r"^--\s*schema_version:\s*(\d+)\s*$", re.MULTILINE)
+_PARAM_RX = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+# Extra DDL files other modules plug in (e.g. lab/triage/schema.sql); applied on every open.
+_EXTRA_DDL: list[Path] = []
+
+
+def register_schema(ddl_path: str | Path) -> None:
+    """Register an extra DDL file (idempotent `CREATE … IF NOT EXISTS`) applied on every open."""
+    p = Path(ddl_path).resolve()
+    if p not in _EXTRA_DDL:
+        _EXTRA_DDL.append(p)
+
+
+def schema_version(path: Path | None = None) -> int:
+    """The version declared in schema.sql (`-- schema_version: N`)."""
+    path = path or SCHEMA_PATH
+    m = _VERSION_RX.search(path.read_text(encoding="utf-8"))
+    if not m:
+        raise LabError(f"{path}: no '-- schema_version: N' line")
+    return int(m.group(1))
+
+
+# Core objects, dropped on rebuild (tables other modules add, e.g. annotations, are kept).
+CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version")
+CORE_VIEWS = ("results_all",)
+
+
+def bind_params(sql: str, params: Mapping[str, Any] | Sequence[Any] | None) -> Mapping[str, Any] | Sequence[Any] | None:
+    """Keep only the named `$params` the SQL uses (DuckDB rejects extras); complain about missing ones."""
+    if params is None or not isinstance(params, Mapping):
+        return params
+    used = set(_PARAM_RX.findall(_strip_sql_literals(sql)))
+    missing = used - set(params)
+    if missing:
+        raise LabError(f"query parameter(s) missing: {', '.join(sorted(missing))}")
+    return {k: v for k, v in params.items() if k in used}
+
+
+def _strip_sql_literals(sql: str) -> str:
+    return re.sub(r"'(?:[^']|'')*'|--[^\n]*", "", sql)
+
+
+class Store:
+    """A DuckDB connection shared by threads: every call gets its own cursor; writes take a lock."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, results_dir: Path | None = None):
+        self._con = con
+        self.path = path
+        self.results_dir = results_dir
+        self._write_lock = threading.RLock()
+
+    # -- reading -----------------------------------------------------------------------------
+    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
+        """Run a parameterized query and return a DataFrame (`$name` params from a dict, or `?` from a list)."""
+        with self._con.cursor() as cur:
+            return cur.execute(sql, bind_params(sql, params)).df()
+
+    def scalar(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> Any:
+        with self._con.cursor() as cur:
+            row = cur.execute(sql, bind_params(sql, params)).fetchone()
+        return None if row is None else row[0]
+
+    def tables(self) -> pd.DataFrame:
+        """Tables and views of the main schema with their row counts."""
+        names = self.query(
+            "SELECT table_name AS name, table_type AS type FROM information_schema.tables "
+            "WHERE table_schema = 'main' ORDER BY table_name"
+        )
+        counts = []
+        for name in names["name"]:
+            counts.append(self.scalar(f"SELECT count(*) FROM {quote_ident(name)}"))
+        names["rows"] = counts
+        return names
+
+    # -- writing -----------------------------------------------------------------------------
+    def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> None:
+        """Run one parameterized statement (serialized with other writes)."""
+        with self._write_lock, self._con.cursor() as cur:
+            cur.execute(sql, bind_params(sql, params))
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor inside BEGIN … COMMIT; any exception rolls everything back."""
+        with self._write_lock, self._con.cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def ensure_schema(self, extra_ddl_path: str | Path) -> None:
+        """Apply an extra DDL file now and on every later open (must be idempotent)."""
+        register_schema(extra_ddl_path)
+        self._run_ddl(Path(extra_ddl_path))
+
+    def _run_ddl(self, path: Path) -> None:
+        with self._write_lock, self._con.cursor() as cur:
+            cur.execute(path.read_text(encoding="utf-8"))
+
+    # -- schema ------------------------------------------------------------------------------
+    def stored_version(self) -> int | None:
+        exists = self.scalar(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema='main' AND table_name='schema_version'"
+        )
+        if not exists:
+            return None
+        return self.scalar("SELECT max(version) FROM schema_version")
+
+    def create_core_schema(self) -> None:
+        """Drop the core tables (keeping others' tables) and create them afresh from schema.sql."""
+        with self.transaction() as cur:
+            for view in CORE_VIEWS:
+                cur.execute(f"DROP VIEW IF EXISTS {quote_ident(view)}")
+            for table in CORE_TABLES:
+                cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+            cur.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+            cur.execute(
+                "INSERT INTO schema_version VALUES (?, ?)",
+                [schema_version(), datetime.now(timezone.utc).replace(tzinfo=None)],
+            )
+        for extra in _EXTRA_DDL:
+            self._run_ddl(extra)
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier that comes from the catalogue or a whitelist (never from user input)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _resolve(target: Settings | str | Path | None, results_dir: str | Path | None) -> tuple[Path, Path]:
+    if isinstance(target, Settings):
+        return Path(target.db_path), Path(results_dir or target.results_dir)
+    settings = Settings() if results_dir is None else Settings(results_dir=Path(results_dir))
+    db_path = Path(target) if target is not None else Path(settings.db_path)
+    return db_path, Path(settings.results_dir)
+
+
+def open_store(
+    target: Settings | str | Path | None = None,
+    results_dir: str | Path | None = None,
+    *,
+    sync: bool = True,
+) -> Store:
+    """Open (or create) the DuckDB file.
+
+    A missing file, or one whose schema_version is older than schema.sql's, is (re)built from
+    `results_dir`: the leaderboard CSVs and every result JSON below it. With `sync`, result files
+    added to `results_dir` since the last open are imported too (unchanged ones are skipped).
+    """
+    from lab.store import importer  # the importer needs Store; import lazily to keep modules acyclic
+
+    db_path, res_dir = _resolve(target, results_dir)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(db_path))
+    except duckdb.IOException as exc:
+        raise LabError(
+            f"cannot open the results database {db_path}: {exc}. Is another lab process using it? "
+            "Close it or pass another --db path."
+        ) from None
+    store = Store(con, db_path, res_dir)
+    try:
+        version = store.stored_version()
+        if version is None or version != schema_version():
+            importer.rebuild(store, res_dir)
+        else:
+            for extra in _EXTRA_DDL:
+                store._run_ddl(extra)
+            if sync and res_dir.is_dir():
+                importer.import_path(store, res_dir)
+    except BaseException:
+        store.close()
+        raise
+    return store

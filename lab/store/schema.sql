@@ -1,0 +1,201 @@
+-- The lab's DuckDB schema (core tables, owned by lab.store).
+-- Bump schema_version when anything below changes: a store with an older version is
+-- rebuilt from results/ on open (the CSV figures and every result JSON found there).
+-- schema_version: 1
+
+-- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
+CREATE TABLE leaderboard (
+    row_no              INTEGER PRIMARY KEY,   -- 1-based row of the CSV (56 snapshot rows first)
+    rank                INTEGER,               -- rank in the 56-row 2026-05-08 snapshot; NULL for later rows
+    rank_latest         INTEGER,               -- rank in the 116-row 2026-06-18 ranking
+    in_first_56         BOOLEAN NOT NULL,
+    model_label         VARCHAR NOT NULL,      -- the exact table text
+    model_id            VARCHAR,               -- HF repo id; NULL where the row names none
+    variant             VARCHAR,
+    model_short         VARCHAR,
+    model_short_basis   VARCHAR,
+    family              VARCHAR,
+    params_b            DOUBLE,
+    active_params_b     DOUBLE,
+    training            VARCHAR,               -- as published (derived from names)
+    training_method     VARCHAR,               -- coarse method for plots (name_rules.yaml)
+    epochs              INTEGER,
+    checkpoint_step     INTEGER,               -- from "checkpoint-N" in the label
+    score               DOUBLE,                -- 100 x avg_command_f1
+    score_text          VARCHAR,               -- verbatim (keeps "48.19*", "~33*")
+    score_marked        BOOLEAN NOT NULL,      -- starred / approximate in the source: not a plain 303-step result
+    avg_command_f1      DOUBLE,
+    precision           DOUBLE,
+    recall              DOUBLE,
+    first_cmd_exact_pct DOUBLE,
+    valid_json_pct      DOUBLE,
+    steps               INTEGER,
+    tasks               INTEGER,
+    sec_per_step        DOUBLE,
+    load_s              DOUBLE,
+    template_status     VARCHAR,
+    rank_eligible       BOOLEAN,
+    eval_timestamp      VARCHAR,
+    source_file         VARCHAR,
+    upstream_source     VARCHAR,
+    upstream_file       VARCHAR,
+    notes               VARCHAR
+);
+
+-- TB Lite / Terminal-Bench 2.1 (a different benchmark, other scale): results/tblite_tmax.csv.
+CREATE TABLE tblite (
+    row_no          INTEGER PRIMARY KEY,
+    model           VARCHAR NOT NULL,
+    model_id        VARCHAR,
+    base_model      VARCHAR,
+    training        VARCHAR,
+    dataset         VARCHAR,
+    tb_lite         DOUBLE,
+    tb_lite_spread  DOUBLE,
+    tb21            DOUBLE,
+    tb21_spread     DOUBLE,
+    source          VARCHAR
+);
+
+-- The pre-correction 386-step table: never comparable with the corrected scores.
+CREATE TABLE legacy_leaderboard (
+    row_no              INTEGER PRIMARY KEY,
+    rank                INTEGER,
+    model_label         VARCHAR NOT NULL,
+    legacy_score        DOUBLE,                -- 100 x (0.7 F1 + 0.3 first-exact)
+    avg_command_f1      DOUBLE,
+    first_cmd_exact_pct DOUBLE,
+    sec_per_step        DOUBLE,
+    load_s              DOUBLE,
+    source_file         VARCHAR,
+    scoring_version     VARCHAR NOT NULL DEFAULT 'legacy_386',
+    comparable          BOOLEAN NOT NULL DEFAULT FALSE
+);
+
+-- The only published per-bucket / per-source-group figures (4 LFM checkpoints).
+CREATE TABLE leaderboard_groups (
+    row_no              INTEGER PRIMARY KEY,
+    model               VARCHAR NOT NULL,
+    model_label         VARCHAR,
+    group_type          VARCHAR NOT NULL,      -- replay_position_bucket | source_group_top3_listed | source_group_bottom3_listed
+    group_name          VARCHAR NOT NULL,
+    steps               INTEGER,
+    avg_command_f1      DOUBLE,
+    first_cmd_exact_pct DOUBLE,
+    source_file         VARCHAR
+);
+
+-- One row per imported result file.
+CREATE TABLE runs (
+    run_id                      VARCHAR PRIMARY KEY,   -- short sha1 of the file content
+    path                        VARCHAR NOT NULL,      -- relative to the results dir when inside it
+    file_size                   BIGINT,
+    file_mtime                  DOUBLE,
+    model                       VARCHAR,
+    model_path                  VARCHAR,
+    model_id                    VARCHAR,               -- HF id used to join the leaderboard
+    display_name                VARCHAR NOT NULL,
+    model_short                 VARCHAR,
+    lora_path                   VARCHAR,
+    scoring_version             VARCHAR NOT NULL,      -- corrected_303 | legacy_386
+    steps                       INTEGER NOT NULL,
+    tasks                       INTEGER NOT NULL,
+    score                       DOUBLE,                -- 100 x avg_command_f1
+    avg_command_f1              DOUBLE,
+    avg_command_precision       DOUBLE,
+    avg_command_recall          DOUBLE,
+    first_cmd_exact_pct         DOUBLE,
+    valid_json_pct              DOUBLE,
+    has_analysis_pct            DOUBLE,
+    has_plan_pct                DOUBLE,
+    avg_ref_cmds                DOUBLE,
+    avg_pred_cmds               DOUBLE,
+    complete_true_recall_pct    DOUBLE,
+    premature_complete_rate_pct DOUBLE,
+    next_action_score           DOUBLE,
+    avg_sec_per_step            DOUBLE,
+    load_time_sec               DOUBLE,
+    gen_time_sec                DOUBLE,
+    template_status             VARCHAR NOT NULL DEFAULT 'unknown',
+    rank_eligible               BOOLEAN NOT NULL DEFAULT TRUE,
+    timestamp                   VARCHAR,
+    gpu                         VARCHAR,
+    engine_spec                 VARCHAR,
+    contract                    VARCHAR,
+    source                      VARCHAR NOT NULL DEFAULT 'file',
+    family                      VARCHAR,
+    params_b                    DOUBLE,
+    active_params_b             DOUBLE,
+    training                    VARCHAR,
+    training_method             VARCHAR,
+    epochs                      INTEGER,
+    checkpoint_step             INTEGER,
+    meta_json                   VARCHAR,               -- top-level fields other than per_step/aggregate
+    aggregate_json              VARCHAR,
+    imported_at                 TIMESTAMP NOT NULL
+);
+
+-- One row per run x step. (run_id, step_key) is stable: other modules key annotations on it.
+CREATE TABLE steps (
+    run_id                  VARCHAR NOT NULL,
+    ord                     INTEGER NOT NULL,          -- position in the file's per_step list
+    task_id                 VARCHAR NOT NULL,
+    step_idx                INTEGER NOT NULL,
+    step_key                VARCHAR NOT NULL,          -- "task-000/3"
+    sample_idx              INTEGER,
+    source_group            VARCHAR,
+    bucket                  VARCHAR,
+    valid_json              BOOLEAN,
+    has_analysis            BOOLEAN,
+    has_plan                BOOLEAN,
+    ref_task_complete       BOOLEAN,
+    pred_task_complete      BOOLEAN,
+    pred_task_complete_true BOOLEAN,
+    first_cmd_exact         DOUBLE,
+    command_precision       DOUBLE,
+    command_recall          DOUBLE,
+    command_f1              DOUBLE,
+    n_ref_units             INTEGER,
+    n_pred_units            INTEGER,
+    ref_command_units       VARCHAR[],
+    pred_command_units      VARCHAR[],
+    pred_preview            VARCHAR,
+    raw_output              VARCHAR,
+    finish_reason           VARCHAR,
+    stop_reason             VARCHAR,
+    template_status         VARCHAR,
+    prompt_tokens           INTEGER,
+    completion_tokens       INTEGER,
+    latency_s               DOUBLE,
+    ttft_s                  DOUBLE,
+    parse_failure           VARCHAR,
+    units_from_fallback     BOOLEAN,
+    error                   VARCHAR,
+    extra_json              VARCHAR,                   -- any other per-step keys
+    PRIMARY KEY (run_id, step_key)
+);
+
+-- Published rows and imported runs in one shape, for the plots. Legacy runs carry their
+-- scoring_version: plot queries keep to corrected_303.
+CREATE VIEW results_all AS
+SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, model_label AS name, model_id,
+       family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
+       score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
+       sec_per_step, load_s, template_status, rank_eligible, in_first_56, rank,
+       'corrected_303' AS scoring_version
+FROM leaderboard
+UNION ALL
+SELECT 'run', run_id,
+       CASE WHEN checkpoint_step IS NOT NULL AND display_name NOT LIKE '%checkpoint-%'
+            THEN display_name || ' (checkpoint-' || checkpoint_step || ')' ELSE display_name END,
+       model_id,
+       family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
+       score, FALSE, avg_command_f1, avg_command_precision, avg_command_recall, first_cmd_exact_pct,
+       valid_json_pct, avg_sec_per_step, load_time_sec, template_status, rank_eligible, FALSE, NULL,
+       scoring_version
+FROM runs;
+
+CREATE TABLE schema_version (
+    version    INTEGER NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
