@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("lab.runs.replay_cli", "replay TB2-lite steps on engines and write result files"),
     "rescore": ("lab.runs.rescore", "recompute per-step metrics and the aggregate of a result file"),
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
+    "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
 }
 
 

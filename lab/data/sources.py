@@ -32,7 +32,7 @@ class ReplaySource:
 
 
 def _missing(source: str, url: str | None) -> LabError:
-    hint = f" or download the public file ({url}) with `lab.data.download_replay()`" if url else ""
+    hint = f", or download the public file ({url}) once with `python -m lab data download`" if url else ""
     return LabError(f"replay source {source!r} not found: pass --replay PATH (a .jsonl replay file){hint}")
 
 

@@ -14,7 +14,8 @@ from lab.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replay", help="replay .jsonl (or a datasets source); default: $LAB_REPLAY")
+    parser.add_argument("--replay", help="replay .jsonl, a datasets source or a URL; default: $LAB_REPLAY, else the cached download "
+                             "(`python -m lab data download`)")
     parser.add_argument("--engine", action="append", required=True, metavar="SPEC",
                         help="reference | stored:PATH | transformers:MODEL | vllm:MODEL_OR_PRESET | "
                              "openai:BASE_URL#MODEL | a preset name (repeatable)")
@@ -51,10 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from lab.runs.replay import ReplayConfig, replay
 
     settings = Settings()
-    source = args.replay or settings.replay_path
-    if not source:
-        raise LabError("no replay data: pass --replay PATH (a .jsonl) or set LAB_REPLAY")
-    replay_set = load_replay(source, mode=args.mode, lenient=args.lenient)
+    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
+    source = replay_set.path
     for problem in replay_set.problems:
         print(f"warning: skipped {problem}", file=sys.stderr)
     steps = replay_set.steps

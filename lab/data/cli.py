@@ -1,0 +1,33 @@
+"""`python -m lab data …`: download the public replay file, or summarize a replay source."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from lab.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", required=True)
+    dl = sub.add_parser("download", help="download the public replay file into the cache (once)")
+    dl.add_argument("--url", default=None, help="replay file URL (default: $LAB_REPLAY_URL or the public file)")
+    dl.add_argument("--force", action="store_true", help="download again even if cached")
+    info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
+    info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
+    info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
+    info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.data import download_replay, load_replay
+
+    settings = Settings()
+    if args.data_command == "download":
+        path = download_replay(args.url or settings.replay_url, settings.cache_dir, force=args.force)
+        print(f"replay file: {path}  (the lab uses it when no --replay is given)")
+        return 0
+    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
+    for problem in replay_set.problems:
+        print(f"problem: {problem}")
+    print(json.dumps({"path": replay_set.path, **replay_set.manifest()}, indent=1, ensure_ascii=False))
+    return 1 if replay_set.problems else 0
