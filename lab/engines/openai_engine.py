@@ -149,7 +149,12 @@ class OpenAIEngine(EngineBase):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                response = self.client.post(url, json=body)
+                try:
+                    response = self.client.post(url, json=body)
+                except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                    # A pooled keep-alive connection the server already closed: retry once at
+                    # once on a fresh connection, outside the retry budget (a completion is idempotent).
+                    response = self.client.post(url, json=body)
             except httpx.TimeoutException:
                 last_error = f"request to {url} timed out after {self.timeout:g} s"
                 continue
