@@ -1,0 +1,122 @@
+"""Parse a raw model answer (or a reference reply) the way the harness does (SPEC §4)."""
+from __future__ import annotations
+
+import codecs
+import json
+import re
+
+from lab.scoring.action import ParsedAction
+from lab.scoring.units import split_command_units
+
+# Greedy on purpose: with several fenced blocks the span runs from the first `{` after the
+# first fence to the last `}` before a closing fence, exactly as the harness's regex does.
+FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
+KEYSTROKES_FIELD = re.compile(r'"keystrokes"\s*:\s*"((?:[^"\\]|\\.)*)"')
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+# ParsedAction.failure values (None when the JSON parsed to an object).
+NO_JSON = "no_json"  # the text has no `{ … }` span at all
+INVALID_JSON = "invalid_json"  # there is a brace span but json.loads rejects it
+NOT_AN_OBJECT = "not_an_object"  # it parses, but to a list/number/bool/string/null
+
+
+def json_span(text: str) -> str:
+    """The text the harness hands to json.loads: fenced `{…}`, else first `{` to last `}`."""
+    stripped = text.strip()
+    fenced = FENCED_JSON.search(stripped)
+    if fenced:
+        return fenced.group(1)
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if start != -1 and end != -1 and end > start:
+        return stripped[start : end + 1]
+    return stripped
+
+
+_FAILED = object()
+
+
+def _load(text: str) -> object:
+    try:
+        return json.loads(json_span(text))
+    except Exception:  # the harness treats every exception as "no payload"
+        return _FAILED
+
+
+def extract_json(text: str) -> object | None:
+    """SPEC §4 extraction: the parsed payload, or None on any failure. Any JSON type may come back."""
+    payload = _load(text)
+    return None if payload is _FAILED else payload
+
+
+def fallback_units(text: str) -> list[str]:
+    """Recover units from every `"keystrokes": "…"` string in the raw text (no `<WAIT>` here).
+
+    Each match is decoded with the `unicode_escape` codec (this mangles non-ASCII text, as the
+    harness does: SPEC §10.7); when decoding fails the raw match is used.
+    """
+    units: list[str] = []
+    for match in KEYSTROKES_FIELD.findall(text):
+        try:
+            decoded = codecs.decode(match, "unicode_escape")
+        except Exception:
+            decoded = match
+        units.extend(piece.strip() for piece in LINE_BREAK.split(decoded) if piece.strip())
+    return units
+
+
+def _failure_kind(text: str, payload: object) -> str | None:
+    if isinstance(payload, dict):
+        return None
+    if payload is not _FAILED:  # parsed, to a list, number, bool, string or null
+        return NOT_AN_OBJECT
+    stripped = text.strip()
+    start, end = stripped.find("{"), stripped.rfind("}")
+    has_braces = start != -1 and end > start
+    return INVALID_JSON if has_braces else NO_JSON
+
+
+def parse_action(text: str) -> ParsedAction:
+    """Parse one raw answer into a ParsedAction (harness fields plus triage detail).
+
+    Deliberate decision (SPEC §10.8): when the extracted span parses to something that is not
+    an object (`42`, `[1]`, `true`, `"x"`, `null`), the harness crashes calling `.get` on it.
+    The lab treats such output as invalid JSON instead (`valid_json=False`,
+    `failure="not_an_object"`) and runs the keystrokes fallback, so one odd answer never stops
+    a replay and it counts as a parse failure, which is what it is for the task.
+    """
+    text = text if isinstance(text, str) else ("" if text is None else str(text))
+    payload = _load(text)
+    failure = _failure_kind(text, payload)
+    action = ParsedAction(
+        valid_json=failure is None,
+        has_analysis=False,
+        has_plan=False,
+        task_complete=None,
+        command_units=[],
+        failure=failure,
+    )
+    if failure is None:
+        assert isinstance(payload, dict)
+        commands = payload.get("commands")
+        action.commands = commands if isinstance(commands, list) else []
+        action.command_units = split_command_units(action.commands)
+        complete = payload.get("task_complete")
+        action.task_complete = complete if isinstance(complete, bool) else None
+        action.analysis = _as_text(payload.get("analysis"))
+        action.plan = _as_text(payload.get("plan"))
+        action.has_analysis = bool(payload.get("analysis"))
+        action.has_plan = bool(payload.get("plan"))
+    if not action.command_units:
+        # SPEC §4: the fallback runs whenever no unit came out, valid JSON included.
+        action.command_units = fallback_units(text)
+        action.units_from_fallback = bool(action.command_units)
+    return action
+
+
+def _as_text(value: object) -> str | None:
+    """analysis/plan as shown in the UI: strings as is, other JSON values serialized."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
