@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from lab.scoring.metrics import StepMetrics, score_units
-from lab.scoring.tokens import normalize_unit, unit_f1
+import numpy as np
+
+from lab.scoring.metrics import StepMetrics, f1_matrix, score_batch
 
 
 @dataclass(frozen=True)
@@ -42,28 +43,22 @@ class Alignment:
 
 def similarity_matrix(pred_units: Sequence[str], ref_units: Sequence[str]) -> list[list[float]]:
     """Unrounded token F1 of every (pred, ref) pair of normalized units: rows pred, cols ref."""
-    pred = [normalize_unit(u) for u in pred_units]
-    ref = [normalize_unit(u) for u in ref_units]
-    return [[unit_f1(p, r) for r in ref] for p in pred]
+    return f1_matrix(list(pred_units), list(ref_units)).tolist()
 
 
-def _best(scores: list[float]) -> tuple[int | None, float]:
-    """First index of the maximum; None when the maximum is 0 (or there is nothing)."""
-    if not scores:
-        return None, 0.0
-    best = max(range(len(scores)), key=scores.__getitem__)
-    return (best if scores[best] > 0 else None), scores[best]
+def _best_along(matrix: np.ndarray, axis: int) -> list[tuple[int | None, float]]:
+    """Per row (axis=1) or column (axis=0): first index of the maximum, None when it is 0."""
+    if matrix.size == 0:
+        return [(None, 0.0)] * matrix.shape[1 - axis]
+    idx = matrix.argmax(axis=axis).tolist()  # argmax returns the first maximum, as max() does
+    best = matrix.max(axis=axis).tolist()
+    return [(i if f > 0 else None, f) for i, f in zip(idx, best)]
 
 
 def align_units(pred_units: Sequence[str], ref_units: Sequence[str], scorer: str = "corrected") -> Alignment:
     """Best counterpart of every ref unit and every pred unit, with the step's metrics."""
-    matrix = similarity_matrix(pred_units, ref_units)
-    pred_side = []
-    for i, row in enumerate(matrix):
-        j, f1 = _best(row)
-        pred_side.append(UnitMatch(i, pred_units[i], j, f1))
-    ref_side = []
-    for j, text in enumerate(ref_units):
-        i, f1 = _best([row[j] for row in matrix])
-        ref_side.append(UnitMatch(j, text, i, f1))
-    return Alignment(ref=ref_side, pred=pred_side, metrics=score_units(pred_units, ref_units, scorer))
+    pred_units, ref_units = list(pred_units), list(ref_units)
+    matrix = f1_matrix(pred_units, ref_units)
+    pred_side = [UnitMatch(i, pred_units[i], j, f1) for i, (j, f1) in enumerate(_best_along(matrix, 1))]
+    ref_side = [UnitMatch(j, ref_units[j], i, f1) for j, (i, f1) in enumerate(_best_along(matrix, 0))]
+    return Alignment(ref=ref_side, pred=pred_side, metrics=score_batch([(pred_units, ref_units)], scorer)[0])

@@ -207,6 +207,15 @@ def _score_group(table: _UnitTable, ref_ids: list[int], pred_ids: list[list[int]
     return out
 
 
+def f1_matrix(pred_units: Sequence[str], ref_units: Sequence[str]) -> np.ndarray:
+    """Unrounded token F1 of every (pred, ref) pair (rows pred, cols ref), equal to `unit_f1`."""
+    if not pred_units or not ref_units:
+        return np.zeros((len(pred_units), len(ref_units)))
+    table = _UnitTable()
+    with _single_threaded_blas():
+        return _f1_matrix(table, table.ids(pred_units), table.ids(ref_units))
+
+
 def _single_threaded_blas():
     """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine."""
     if threadpool_limits is None:
