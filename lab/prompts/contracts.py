@@ -24,6 +24,9 @@ class Contract:
     description: str
     build_messages: Callable[[Step], tuple[Messages, str]]
     parse: Callable[[str], ParsedAction]
+    # True when the contract's prompt is plain text sent verbatim (the GRPO card's
+    # `### System / ### Instruction / ### Output` format), never wrapped in a chat template.
+    raw_prompt: bool = False
 
 
 def _data() -> dict:
@@ -163,7 +166,8 @@ def parse_bash_block(text: str, contract: str = "bash-block") -> ParsedAction:
 
 
 def _contract(name: str, build: Callable[[Step], tuple[Messages, str]], parse: Callable[[str], ParsedAction]) -> Contract:
-    return Contract(name=name, description=_data()[name]["description"], build_messages=build, parse=parse)
+    return Contract(name=name, description=_data()[name]["description"], build_messages=build, parse=parse,
+                    raw_prompt=bool(_data()[name].get("raw_prompt", False)))
 
 
 CONTRACT_PARTS: dict[str, tuple[Callable[[Step], tuple[Messages, str]], Callable[[str], ParsedAction]]] = {

@@ -9,7 +9,7 @@ from lab.data.step import Step
 from lab.engines.base import Completion, Engine, Request, Sampling
 from lab.prompts.contracts import get_contract
 from lab.prompts.options import PromptOptions
-from lab.prompts.render import RenderedPrompt, render_prompt
+from lab.prompts.render import RenderedPrompt, count_tokens, render_prompt
 from lab.scoring.action import ParsedAction
 from lab.scoring.aggregate import task_complete_fields
 from lab.scoring.metrics import StepMetrics, score_batch
@@ -20,6 +20,8 @@ TOKEN_IDS_PREVIEW = 64
 # Engines that answer from data rather than from the prompt: their prompt is rendered for display
 # only, so a raw fallback there is no reason to abort a run.
 PROMPT_FREE_KINDS = frozenset({"reference", "stored"})
+# Template status of a contract prompt sent verbatim (not a fallback: the contract asks for it).
+CONTRACT_PROMPT_STATUS = "contract_prompt"
 
 
 @dataclass
@@ -51,10 +53,13 @@ def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
     """Render a step's prompt exactly as `engine` will receive it (contract + chat template)."""
     contract = get_contract(getattr(engine, "contract", None) or "tb2lite-json")
     messages, fallback_prompt = contract.build_messages(step)
+    tokenizer = getattr(engine, "tokenizer", None)
+    if contract.raw_prompt:
+        return RenderedPrompt(fallback_prompt, CONTRACT_PROMPT_STATUS, n_tokens=count_tokens(tokenizer, fallback_prompt))
     return render_prompt(
         messages,
         fallback_prompt,
-        getattr(engine, "tokenizer", None),
+        tokenizer,
         getattr(engine, "model_id", "") or "",
         prompt_options_of(engine),
     )
