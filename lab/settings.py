@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.booleans import parse_bool
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REPLAY_URL = (
     "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/main/tb2_lite/data/replay_full.jsonl"
@@ -13,9 +15,8 @@ DEFAULT_REPLAY_URL = (
 
 def _env_flag(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    parsed = None if value is None else parse_bool(value)
+    return default if parsed is None else parsed
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lab.booleans import parse_bool
 from lab.errors import EngineSpecError
 
 
@@ -55,13 +56,9 @@ def split_spec(spec: str) -> ParsedSpec:
 
 def as_bool(value: object, name: str = "option") -> bool:
     """Read `true/false/1/0/yes/no/on/off` (or a bool) as a bool."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off"}:
-        return False
+    parsed = parse_bool(value)
+    if parsed is not None:
+        return parsed
     raise EngineSpecError(f"option '{name}' must be true or false, got '{value}'")
 
 

@@ -78,6 +78,18 @@ class Store:
             row = cur.execute(sql, bind_params(sql, params)).fetchone()
         return None if row is None else row[0]
 
+    def rows(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> list[tuple]:
+        """Run a parameterized query and return its rows as tuples."""
+        with self._con.cursor() as cur:
+            return cur.execute(sql, bind_params(sql, params)).fetchall()
+
+    def dicts(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> list[dict]:
+        """Run a parameterized query and return its rows as dicts (NULL as None)."""
+        with self._con.cursor() as cur:
+            cur.execute(sql, bind_params(sql, params))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
     def tables(self) -> pd.DataFrame:
         """Tables and views of the main schema with their row counts."""
         names = self.query(

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 import duckdb
 import pandas as pd
 
+from lab.booleans import parse_bool
 from lab.errors import LabError
 from lab.triage.db import query_df, query_rows
 from lab.triage.flags import BOOLEAN_FLAGS
@@ -157,14 +158,10 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             items = value if isinstance(value, (list, tuple)) else [value]
             return [str(v) for v in items if str(v) != ""]
         if "bool" in str(kind):
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in {"1", "true", "yes", "on"}:
-                return True
-            if text in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError("expected true or false")
+            parsed = parse_bool(value)
+            if parsed is None:
+                raise ValueError("expected true or false")
+            return parsed
         if "float" in str(kind):
             return float(value)
         if "int" in str(kind):
