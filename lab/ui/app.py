@@ -127,7 +127,10 @@ def _header(ctx: LabContext) -> str:
         if ctx.replay
         else "replay: <b>none configured</b> (see Compare)"
     )
-    mode = "public (engine loading off)" if not ctx.settings.allow_engine_loading else "local"
+    if not ctx.settings.allow_engine_loading:
+        mode = "public (model engines off)"
+    else:
+        mode = "public (model engines enabled by the owner)" if ctx.settings.public else "local"
     return (
         f'<div class="lab-title"><b>TB2-lite comparison lab</b><span class="lab-muted"> · {replay} · '
         f"results: <code>{esc(ctx.settings.results_dir)}</code> · {mode}</span></div>"

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable, Iterator, Sequence
 
 import gradio as gr
 
@@ -13,6 +15,8 @@ from lab.ui.context import LabContext
 from lab.ui.render_html import esc
 
 BUCKETS = ("early", "mid", "late")
+# Steps generated between two checks of the Stop button (and two checkpoint syncs).
+BATCH_CHUNK = 8
 
 
 def filter_steps(steps: list[Step], tasks: list[str] | None, buckets: list[str] | None,
@@ -25,22 +29,153 @@ def filter_steps(steps: list[Step], tasks: list[str] | None, buckets: list[str] 
     ]
 
 
-def render_aggregate(rows: list[tuple[str, int, int, dict | None, str]]) -> str:
-    """Live aggregate per engine: steps done / total, F1, first exact, valid JSON, status."""
+@dataclass
+class BatchRow:
+    """One engine's line in the live aggregate."""
+
+    name: str
+    done: int
+    total: int
+    aggregate: dict | None = None
+    state: str = "waiting"
+    path: str | None = None
+    run_id: str | None = None
+
+
+def _pct(value: object) -> str:
+    return "–" if value is None else f"{float(value):.1f}"
+
+
+def render_aggregate(rows: Sequence[BatchRow]) -> str:
+    """Live aggregate per engine: steps done / total, score, F1, first exact, valid JSON, status."""
     if not rows:
-        return '<div class="lab-muted">no run yet</div>'
+        return '<div class="lab-muted">No batch run yet: choose engines and a filter, then <b>Run batch</b>.</div>'
     body = []
-    for name, done, total, agg, state in rows:
-        agg = agg or {}
+    for r in rows:
+        agg = r.aggregate or {}
         f1 = agg.get("avg_command_f1")
+        width = 100 * r.done / max(r.total, 1)
+        bar = (f'<span class="lab-bar" title="{r.done}/{r.total}"><span style="width:{width:.1f}%;'
+               f'background:#6366f1"></span></span>')
         body.append(
-            f"<tr><td><b>{esc(name)}</b></td><td>{done}/{total}</td>"
-            f"<td>{'–' if f1 is None else f'{100 * f1:.2f}'}</td>"
-            f"<td>{esc(agg.get('first_cmd_exact_pct', '–'))}</td><td>{esc(agg.get('valid_json_pct', '–'))}</td>"
-            f"<td>{esc(state)}</td></tr>"
+            f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
+            f'<td><span data-field="steps">{r.done}/{r.total}</span>{bar}</td>'
+            f'<td data-field="score">{"–" if f1 is None else f"{100 * f1:.2f}"}</td>'
+            f'<td data-field="f1">{"–" if f1 is None else f"{f1:.4f}"}</td>'
+            f"<td>{_pct(agg.get('first_cmd_exact_pct'))}</td><td>{_pct(agg.get('valid_json_pct'))}</td>"
+            f'<td data-field="state" class="lab-state-{esc(r.state.split(" ")[0])}">{esc(r.state)}</td></tr>'
         )
-    head = "<tr><th>engine</th><th>steps</th><th>score</th><th>first exact %</th><th>valid JSON %</th><th>status</th></tr>"
-    return f'<table class="lab-engines">{head}{"".join(body)}</table>'
+    head = ("<tr><th>engine</th><th>steps</th><th>score</th><th>command F1</th><th>first exact %</th>"
+            "<th>valid JSON %</th><th>status</th></tr>")
+    return f'<table class="lab-engines lab-batch">{head}{"".join(body)}</table>'
+
+
+def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
+    """The run's file stem: `wanted` or the engine's name, never the result file a `stored:` engine
+    reads its answers from (a batch must not overwrite its own input)."""
+    from lab.runs.replay import run_file_name
+
+    stem = run_file_name(engine, wanted)
+    source = getattr(engine, "path", None) if getattr(engine, "kind", "") == "stored" else None
+    if source is not None and Path(source).resolve() == (out_dir / f"{stem}.json").resolve():
+        stem = f"{stem}-replay"
+    return stem
+
+
+def run_batch(
+    ctx: LabContext,
+    names: Sequence[str],
+    steps: list[Step],
+    *,
+    resume: bool = True,
+    run_name: str | None = None,
+    stop: threading.Event | None = None,
+    on_update: Callable[[list[BatchRow]], None] | None = None,
+    chunk_size: int = BATCH_CHUNK,
+) -> list[BatchRow]:
+    """Replay `steps` on each named ready engine in turn; write results/runs/<name>.json, import it
+    into the store. An engine's failure is recorded in its row; the next engine still runs."""
+    from lab.runs.replay import ReplayConfig, replay as replay_run
+
+    entries = {e.name: e for e in ctx.engine_entries()}
+    rows = [BatchRow(name, 0, len(steps)) for name in names]
+
+    def update() -> None:
+        if on_update is not None:
+            on_update([replace(r) for r in rows])
+
+    update()
+    for row in rows:
+        if stop is not None and stop.is_set():
+            row.state = "stopped"
+            continue
+        entry = entries.get(row.name)
+        if entry is None or entry.engine is None:
+            why = "not loaded (add it in the Engines tab)" if entry is None else (entry.error or f"engine is {entry.state}")
+            row.state = f"failed: {why}"
+            update()
+            continue
+        out_dir = Path(ctx.settings.runs_dir)
+        config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
+                              run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),
+                              chunk_size=chunk_size)
+        row.state = "running"
+        update()
+
+        def progress(done: int, total: int, agg: dict | None, row: BatchRow = row) -> None:
+            row.done, row.total = done, total
+            row.aggregate = agg or row.aggregate  # the live aggregate comes with some calls only
+            update()
+
+        try:
+            path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
+        except InterruptedError:
+            row.state = "stopped (run again with 'resume' to continue)"
+            update()
+            continue
+        except LabError as exc:
+            row.state = f"failed: {exc}"
+            update()
+            continue
+        except Exception as exc:  # noqa: BLE001 - one engine's crash is reported, the others go on
+            row.state = f"failed: {type(exc).__name__}: {exc}"
+            update()
+            continue
+        row.path = str(path)
+        try:
+            row.run_id = ctx.import_run(path)
+            row.state = f"done · saved {path.name} · run {row.run_id}"
+        except LabError as exc:
+            row.state = f"done · {exc}"
+        update()
+    return rows
+
+
+def batch_updates(
+    ctx: LabContext, names: Sequence[str], steps: list[Step], stop: threading.Event, **options
+) -> Iterator[list[BatchRow]]:
+    """Run `run_batch` in a worker thread and yield each snapshot of the rows as it comes."""
+    events: queue.Queue = queue.Queue()
+    finished = object()
+
+    def work() -> None:
+        try:
+            run_batch(ctx, names, steps, stop=stop, on_update=events.put, **options)
+        finally:
+            events.put(finished)
+
+    threading.Thread(target=work, name="lab-batch", daemon=True).start()
+    while True:
+        rows = events.get()
+        while rows is not finished and not events.empty():  # skip to the latest snapshot
+            nxt = events.get()
+            if nxt is finished:
+                yield rows
+                return
+            rows = nxt
+        if rows is finished:
+            return
+        yield rows
 
 
 def build_batch_tab(ctx: LabContext) -> None:
@@ -50,86 +185,65 @@ def build_batch_tab(ctx: LabContext) -> None:
         if replay is None:
             gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
                     "or download it in Compare.</div>")
-        engines = gr.CheckboxGroup([], label="engines", elem_id="lab-batch-engines")
+        engines = gr.CheckboxGroup([e.name for e in ctx.engine_entries() if e.state == "ready"],
+                                   label="engines (ready ones; add more in the Engines tab)",
+                                   elem_id="lab-batch-engines")
         with gr.Row():
-            tasks = gr.Dropdown(replay.tasks if replay else [], multiselect=True, label="tasks (empty: all)")
+            tasks = gr.Dropdown(replay.tasks if replay else [], multiselect=True, label="tasks (none: all)",
+                                elem_id="lab-batch-tasks")
             buckets = gr.CheckboxGroup(list(BUCKETS), label="buckets (none: all)")
             groups = gr.CheckboxGroup(sorted({s.source_group for s in replay.steps}) if replay else [],
                                       label="source groups (none: all)")
-        with gr.Row():
+        selected = gr.HTML(elem_id="lab-batch-selected")
+        with gr.Row(equal_height=True):
             resume = gr.Checkbox(True, label="resume an interrupted run (keeps finished steps)")
-            run_name = gr.Textbox(label="run name (optional; default: engine name)", scale=2)
+            run_name = gr.Textbox(label="run name (optional; one engine only; default: engine name)", scale=2)
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
-            stop_btn = gr.Button("Stop", variant="stop")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
         live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live")
     stop_event = threading.Event()
 
-    def refresh_engines():
-        return gr.update(choices=[e.name for e in ctx.engine_entries() if e.state == "ready"])
+    def count(task_sel, bucket_sel, group_sel) -> str:
+        n = len(filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)) if ctx.replay else 0
+        return f'<div class="lab-muted">{n} of {len(ctx.replay.steps) if ctx.replay else 0} steps selected</div>'
 
-    def run(specs, task_sel, bucket_sel, group_sel, do_resume, name, progress=gr.Progress()):
-        from lab.runs.replay import ReplayConfig, replay as replay_run
-        from lab.store.importer import import_file
+    def refresh(current, task_sel, bucket_sel, group_sel):
+        names = [e.name for e in ctx.engine_entries() if e.state == "ready"]
+        return (gr.update(choices=names, value=[n for n in (current or []) if n in names]),
+                count(task_sel, bucket_sel, group_sel))
 
+    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, progress=gr.Progress()):
         if ctx.replay is None:
             gr.Warning("No replay data loaded: start the lab with --replay PATH.")
             return
         steps = filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)
-        if not steps or not specs:
-            gr.Warning("Choose at least one ready engine and a filter that keeps some steps.")
+        if not names:
+            gr.Warning("Choose at least one ready engine (add engines in the Engines tab).")
             return
-        entries = {e.name: e for e in ctx.engine_entries()}
+        if not steps:
+            gr.Warning("No step matches this filter: clear a task, bucket or group choice.")
+            return
         stop_event.clear()
-        rows = {spec: [entries[spec].name if spec in entries else spec, 0, len(steps), None, "waiting"] for spec in specs}
-        yield render_aggregate([tuple(r) for r in rows.values()])
-        for spec in specs:
-            entry = entries.get(spec)
-            if entry is None or entry.engine is None:
-                rows[spec][4] = "not ready"
-                continue
-            events: queue.Queue = queue.Queue()
-            config = ReplayConfig(out_dir=Path(ctx.settings.runs_dir), eval_path=ctx.replay.path,
-                                  resume=bool(do_resume), run_name=(name or None) if len(specs) == 1 else None)
+        rows: list[BatchRow] = []
+        for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume), run_name=name or None):
+            done = sum(r.done for r in rows)
+            total = max(sum(r.total for r in rows), 1)
+            current = next((r for r in rows if r.state == "running"), None)
+            progress(done / total, desc=f"{current.name}: {current.done}/{current.total} steps" if current else "batch")
+            yield render_aggregate(rows)
+        for r in rows:
+            if r.state.startswith("failed"):
+                gr.Warning(f"{r.name}: {r.state}")
+        yield render_aggregate(rows)
 
-            def work(engine=entry.engine, config=config):
-                try:
-                    path = replay_run(engine, steps, config,
-                                      progress=lambda d, t, agg: events.put(("progress", d, t, agg)),
-                                      stop=stop_event)
-                    events.put(("done", path))
-                except InterruptedError as exc:
-                    events.put(("error", f"stopped: {exc}"))
-                except LabError as exc:
-                    events.put(("error", str(exc)))
-                except Exception as exc:  # noqa: BLE001 - one engine's crash is reported, others go on
-                    events.put(("error", f"{type(exc).__name__}: {exc}"))
-
-            threading.Thread(target=work, daemon=True).start()
-            rows[spec][4] = "running"
-            while True:
-                event = events.get()
-                if event[0] == "progress":
-                    _, done, total, agg = event
-                    rows[spec][1:4] = [done, total, agg]
-                    progress(done / max(total, 1), desc=f"{rows[spec][0]}: {done}/{total} steps")
-                    yield render_aggregate([tuple(r) for r in rows.values()])
-                    continue
-                if event[0] == "done":
-                    path = event[1]
-                    try:
-                        with ctx._store_lock:
-                            if ctx.store is not None:
-                                import_file(ctx.store, path)
-                        rows[spec][4] = f"saved {path}"
-                    except LabError as exc:
-                        rows[spec][4] = f"saved {path}; import failed: {exc}"
-                else:
-                    rows[spec][4] = event[1]
-                    gr.Warning(f"{rows[spec][0]}: {event[1]}")
-                break
-            yield render_aggregate([tuple(r) for r in rows.values()])
-
-    tab.select(refresh_engines, None, engines, api_visibility="private", show_progress="hidden")
+    filters = [tasks, buckets, groups]
+    for comp in filters:
+        comp.change(count, filters, selected, api_visibility="private", show_progress="hidden")
+    tab.select(refresh, [engines, *filters], [engines, selected], api_visibility="private", show_progress="hidden")
     start.click(run, [engines, tasks, buckets, groups, resume, run_name], live, api_name="run_batch",
                 concurrency_limit=1)
-    stop_btn.click(lambda: stop_event.set(), None, None, api_visibility="private")
+    def request_stop() -> None:
+        stop_event.set()
+        gr.Info("Stopping after the steps in progress; finished steps are kept for resume.")
+
+    stop_btn.click(request_stop, None, None, api_visibility="private")

@@ -10,7 +10,7 @@ import gradio as gr
 
 from lab.data.step import Step
 from lab.runs.pipeline import parse_reference, run_steps
-from lab.ui.context import EngineEntry, LabContext
+from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
 from lab.ui.render_html import render_columns, render_context, render_f1_gap, render_notice
 from lab.ui.step_view import (
@@ -153,6 +153,29 @@ def heatmap_for(ctx: LabContext, step: Step, views: list[EngineView], wanted: st
     return fig, view.name
 
 
+def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) -> dict[str, str]:
+    """Engine name -> tags/notes badges (lab.triage) of this step, for every stored engine whose
+    result file is a run in the store; engines without tags are left out."""
+    from lab.triage.annotations import step_badges_html
+
+    if ctx.store is None:
+        return {}
+    badges = {}
+    for entry in entries:
+        path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
+        run_id = ctx.stored_run_id(path) if path is not None else None
+        if run_id is None:
+            continue
+        try:
+            with ctx._store_lock:
+                html = step_badges_html(ctx.store, run_id, step_key)
+        except Exception:  # noqa: BLE001 - badges are decoration; a store hiccup must not break Compare
+            continue
+        if html:
+            badges[entry.name] = html
+    return badges
+
+
 @dataclass
 class StepOutputs:
     """What a step switch sends to the browser (in the order of CompareTab.switch_outputs)."""
@@ -183,7 +206,7 @@ def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engi
         step_choices=step_choices(ctx, step.task_id),
         step_key=step.key,
         context_html=render_context(view, full),
-        columns_html=render_columns(views, full),
+        columns_html=render_columns(views, full, column_badges(ctx, entries, step.key)),
         f1_html=render_f1_gap(view.f1_gap),
         heat_choices=heat_choices(views),
         heat_engine=heat_spec,
@@ -282,19 +305,30 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
+    moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
-    def show(key: str | None, full: bool, heat: str | None):
+    def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        if request is not None:
+            moves.drop(lambda k: k == request.session_hash)
         if ctx.replay is None:
             return tuple(gr.update() for _ in outputs)
         return view.updates(step_outputs(ctx, key, bool(full), heat))
 
-    def on_task(task_id: str, full: bool, heat: str | None):
+    def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None):
         steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
-        return show(steps[0].key if steps else None, full, heat)
+        return show(steps[0].key if steps else None, full, heat, request)
 
     def on_move(offset: int):
-        def move(key: str | None, full: bool, heat: str | None):
-            return show(neighbour_key(ctx, key, offset), full, heat)
+        def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+            # A press made before the previous move's answer arrived still carries the old step:
+            # continue from where that move went, so `j j` moves two steps even on a slow server.
+            session = request.session_hash if request is not None else None
+            last = moves.get(session) if session else None
+            base = last[1] if last and last[0] == key else key
+            target = neighbour_key(ctx, base, offset)
+            if session:
+                moves.put(session, (key, target))
+            return view.updates(step_outputs(ctx, target, bool(full), heat)) if ctx.replay else show(None, full, heat)
 
         return move
 
@@ -312,11 +346,13 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         step_obj = ctx.replay.by_key[key]
+        badges = column_badges(ctx, ctx.engine_entries(), key)
         views: list[EngineView] = []
         for views in generate_views(ctx, key):
-            yield render_columns(views, bool(full)), render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+            yield (render_columns(views, bool(full), badges), render_f1_gap(f1_gap(views)), gr.update(), gr.update(),
+                   gr.update())
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
-        yield (render_columns(views, bool(full)), render_f1_gap(f1_gap(views)),
+        yield (render_columns(views, bool(full), badges), render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
@@ -334,8 +370,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     inputs = [step, show_all, heat_engine]
     task.input(on_task, [task, show_all, heat_engine], outputs, show_progress="hidden", api_visibility="private")
     step.input(show, inputs, outputs, show_progress="hidden", api_name="show_step")
-    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step")
-    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step")
+    # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
+    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step", trigger_mode="multiple")
+    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step", trigger_mode="multiple")
     show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
     heat_engine.input(on_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
     tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")

@@ -82,6 +82,7 @@ class LabContext:
     startup_warnings: list[str] = field(default_factory=list)
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
+    _run_ids: dict = field(default_factory=dict)
 
     @property
     def replay_error_html(self) -> str:
@@ -115,10 +116,31 @@ class LabContext:
         """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`."""
         from lab.store.db import open_store
 
+        from lab.store.importer import import_path
+
         try:
             self.store, self.store_error = open_store(self.settings), None
         except LabError as exc:
             self.store, self.store_error = None, str(exc)
+            return
+        runs = Path(self.settings.runs_dir).resolve()
+        results = Path(self.settings.results_dir).resolve()
+        if runs.is_dir() and results not in (runs, *runs.parents):  # LAB_RUNS_DIR outside results/
+            report = import_path(self.store, runs)
+            self.startup_warnings.extend(f"could not import {name}: {why}" for name, why in report.failed)
+
+    def import_run(self, path: str | Path) -> str:
+        """Import one new result file into the store; returns its run id (LabError naming the file)."""
+        from lab.store.importer import import_file, run_id_of
+
+        if self.store is None:
+            raise LabError(f"saved {path}, but the results database is not open: {self.store_error}")
+        with self._store_lock:
+            report = import_file(self.store, path)
+        if report.failed:
+            name, why = report.failed[0]
+            raise LabError(f"saved {name}, but importing it into the results database failed: {why}")
+        return run_id_of(Path(path).read_bytes())
 
     def query(self, sql: str, params=None):
         """A parameterized store query (serialized: one DuckDB connection is shared by the tabs)."""
@@ -134,6 +156,24 @@ class LabContext:
             raise LabError(f"run '{run_id}' has no result file with per-step answers (a leaderboard row only)")
         path = Path(str(df.iloc[0]["path"]))
         return str(path if path.is_absolute() else Path(self.settings.results_dir) / path)
+
+    def stored_run_id(self, path: str | Path) -> str | None:
+        """The store's run id of a result file (lab.store's `run_id_of` its bytes), or None when the
+        file is unreadable or that run is not in the store. Cached per (path, size, mtime)."""
+        from lab.store.importer import run_id_of
+
+        if self.store is None:
+            return None
+        try:
+            stat = Path(path).stat()
+            key = (str(path), stat.st_size, stat.st_mtime)
+            if key not in self._run_ids:
+                self._run_ids[key] = run_id_of(Path(path).read_bytes())
+            run_id = self._run_ids[key]
+            known = self.query("SELECT count(*) AS n FROM runs WHERE run_id = ?", [run_id])
+        except (OSError, LabError):
+            return None
+        return run_id if int(known.iloc[0]["n"]) else None
 
     def add_stored_run(self, run_id: str) -> str:
         """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""

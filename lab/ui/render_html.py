@@ -6,7 +6,7 @@ Long texts are clipped unless `full=True` (the "show all" switch) so a step neve
 from __future__ import annotations
 
 from html import escape
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from lab.data import StepContext
 from lab.scoring.action import ParsedAction
@@ -167,11 +167,13 @@ def render_prompt_block(view: EngineView, full: bool = False) -> str:
     )
 
 
-def render_column(view: EngineView, full: bool = False) -> str:
-    """One engine's column: header, prompt, raw output, parsed action, units, diff, metrics."""
+def render_column(view: EngineView, full: bool = False, badges_html: str = "") -> str:
+    """One engine's column: header (with the step's tags/notes badges of a stored run), prompt, raw
+    output, parsed action, units, diff, metrics. `badges_html` must already be safe HTML."""
+    badges = f'<div class="lab-col-tags" data-tags="1">{badges_html}</div>' if badges_html else ""
     head = (
         f'<div class="lab-col-head"><div class="lab-col-name">{esc(view.name)}</div>'
-        f'<div class="lab-col-spec" title="{esc(view.spec)}">{esc(view.spec)}</div></div>'
+        f'<div class="lab-col-spec" title="{esc(view.spec)}">{esc(view.spec)}</div>{badges}</div>'
     )
     if view.state != "ready":
         label = STATE_LABELS.get(view.state, view.state)
@@ -207,15 +209,17 @@ def render_column(view: EngineView, full: bool = False) -> str:
     )
 
 
-def render_columns(engines: Sequence[EngineView], full: bool = False) -> str:
-    """All engine columns side by side (horizontal scroll past four)."""
+def render_columns(engines: Sequence[EngineView], full: bool = False, badges: Mapping[str, str] | None = None) -> str:
+    """All engine columns side by side (horizontal scroll past four); `badges`: engine name ->
+    tags/notes badges HTML of the step shown (stored runs only)."""
     if not engines:
         return (
             '<div class="lab-empty">No engines yet. Add one in the <b>Engines</b> tab '
             "(e.g. <code>reference</code> or <code>stored:results/runs/x.json</code>), or open a run from "
             "<b>Results</b>.</div>"
         )
-    cols = "".join(render_column(e, full) for e in engines)
+    badges = badges or {}
+    cols = "".join(render_column(e, full, badges.get(e.name, "")) for e in engines)
     return f'<div class="lab-columns" style="--lab-ncols:{len(engines)}">{cols}</div>'
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gradio as gr
 import pandas as pd
@@ -19,15 +19,28 @@ MAX_ROWS = 500
 
 
 def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str = "score") -> pd.DataFrame:
-    """The leaderboard rows (published + lab runs), filtered by a name substring, sorted."""
+    """The leaderboard rows (published + lab runs), filtered by a name substring, sorted.
+    Missing values show as blanks; `run_id` is set on lab runs only."""
     from lab.store import queries
 
+    if ctx.store is None:
+        raise LabError(ctx.store_error or "the results database is not open")
     with ctx._store_lock:
-        df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort)
+        df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort or "score")
     if text:
-        df = df[df["name"].astype(str).str.contains(text, case=False, regex=False)]
+        df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
     cols = [c for c in COLUMNS if c in df.columns]
-    return df[cols].head(MAX_ROWS).reset_index(drop=True)
+    df = df[cols].head(MAX_ROWS).reset_index(drop=True)
+    return df.astype(object).where(df.notna(), "")
+
+
+def count_html(df: pd.DataFrame, first56: bool) -> str:
+    """"N rows" over the table (with how many are lab runs)."""
+    runs = int((df["source"] == "run").sum()) if "source" in df.columns else 0
+    scope = "first-56 snapshot" if first56 else "116 published + lab runs"
+    extra = f" · {runs} lab run{'s' if runs != 1 else ''} (click one to open it in Compare)" if runs else ""
+    rows = f"{len(df)} row{'' if len(df) == 1 else 's'}"
+    return f'<div class="lab-muted" id="lab-lb-count"><b data-rows="{len(df)}">{rows}</b> · {scope}{extra}</div>'
 
 
 def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
@@ -42,53 +55,86 @@ def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
     return dict(registry) if isinstance(registry, dict) else {}
 
 
+def draw_plot(ctx: LabContext, name: str, first56: bool):
+    """The plotly figure of plot `name` (LabError for an unknown plot or a store problem)."""
+    plots = plot_registry()
+    if name not in plots:
+        raise LabError(f"unknown plot '{name}'; choose one of: {', '.join(plots)}")
+    if ctx.store is None:
+        raise LabError(ctx.store_error or "the results database is not open")
+    with ctx._store_lock:
+        return plots[name](ctx.store, first56)
+
+
+def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | None) -> str | None:
+    """The run id of the clicked leaderboard row (None for a published row without answers)."""
+    run_id = None
+    if row_value is not None and "run_id" in df.columns and len(row_value) == len(df.columns):
+        run_id = row_value[list(df.columns).index("run_id")]
+    else:
+        row = index[0] if isinstance(index, (list, tuple)) else index
+        if "run_id" in df.columns and isinstance(row, int) and 0 <= row < len(df):
+            run_id = df.iloc[row]["run_id"]
+    if run_id is None or (isinstance(run_id, float) and pd.isna(run_id)) or not str(run_id).strip():
+        return None
+    return str(run_id)
+
+
 def build_results_tab(ctx: LabContext, open_in_compare) -> None:
     """Lay out the Results tab and wire its events."""
-    with gr.Tab("Results", id="results"):
+    with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
             return
         with gr.Row(equal_height=True):
-            scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2)
-            text = gr.Textbox(label="filter by name", placeholder="e.g. Qwen3.5, LFM, checkpoint", scale=2)
-            sort = gr.Dropdown(SORTS, value="score", label="sort by", scale=1)
-        table = gr.Dataframe(leaderboard_frame(ctx, False), interactive=False, wrap=False, max_height=520,
-                             show_search="none", elem_id="lab-leaderboard", label="click a lab run's row to open it in Compare")
+            scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2,
+                             elem_id="lab-lb-scope")
+            text = gr.Textbox(label="filter by name", placeholder="e.g. Qwen3.5, LFM, checkpoint", scale=2,
+                              elem_id="lab-lb-filter")
+            sort = gr.Dropdown(SORTS, value="score", label="sort by", scale=1, elem_id="lab-lb-sort")
+        first = leaderboard_frame(ctx, False)
+        count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
+        table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
+                             elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
         plots = plot_registry()
+        which = plot = None
         if plots:
             with gr.Row(equal_height=True):
-                which = gr.Dropdown(list(plots), value=next(iter(plots)), label="plot", scale=3)
-            plot = gr.Plot(elem_id="lab-results-plot")
-
-            def draw(name: str, scope_label: str):
-                try:
-                    with ctx._store_lock:
-                        return plots[name](ctx.store, SCOPES.get(scope_label, False))
-                except LabError as exc:
-                    gr.Warning(str(exc))
-                    return None
-
-            which.change(draw, [which, scope], plot, api_visibility="private")
-            scope.change(draw, [which, scope], plot, api_visibility="private")
+                which = gr.Dropdown(list(plots), value=next(iter(plots)), label="plot", scale=3, elem_id="lab-plot-pick")
+            plot = gr.Plot(elem_id="lab-results-plot", label="plot")
         else:
             gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
 
     def refresh(scope_label: str, filter_text: str, sort_key: str):
+        first56 = SCOPES.get(scope_label, False)
         try:
-            return leaderboard_frame(ctx, SCOPES.get(scope_label, False), filter_text or "", sort_key or "score")
+            df = leaderboard_frame(ctx, first56, filter_text or "", sort_key or "score")
         except LabError as exc:
             gr.Warning(str(exc))
-            return gr.update()
+            return gr.update(), gr.update()
+        return df, count_html(df, first56)
+
+    def draw(name: str, scope_label: str):
+        try:
+            return draw_plot(ctx, name, SCOPES.get(scope_label, False))
+        except LabError as exc:
+            gr.Warning(str(exc))
+            return None
 
     def on_select(df: pd.DataFrame, evt: gr.SelectData):
-        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        run_id = df.iloc[row]["run_id"] if "run_id" in df.columns and row < len(df) else None
-        if run_id is None or pd.isna(run_id) or not str(run_id):
-            gr.Info("This is a published leaderboard row without per-step answers; pick a lab run to open it.")
+        run_id = selected_run_id(df, evt.index, evt.row_value)
+        if run_id is None:
+            gr.Info("This is a published leaderboard row without per-step answers; click a lab run (source 'run').")
             return tuple(gr.update() for _ in open_in_compare.outputs)
-        return open_in_compare([str(run_id)], None)
+        return open_in_compare([run_id], None)
 
+    inputs = [scope, text, sort]
     for comp in (scope, sort):
-        comp.change(refresh, [scope, text, sort], table, api_visibility="private")
-    text.submit(refresh, [scope, text, sort], table, api_visibility="private")
+        comp.change(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
+    text.change(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
+    tab.select(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
     table.select(on_select, table, open_in_compare.outputs, api_visibility="private")
+    if plots:
+        which.change(draw, [which, scope], plot, api_visibility="private")
+        scope.change(draw, [which, scope], plot, api_visibility="private", show_progress="hidden")
+        tab.select(draw, [which, scope], plot, api_visibility="private", show_progress="hidden")
