@@ -56,7 +56,7 @@ def task_choices(ctx: LabContext) -> list[tuple[str, str]]:
     first = {}
     for s in ctx.replay.steps:
         first.setdefault(s.task_id, s)
-    return [(f"{t} · {first[t].source_group} · {len(ctx.replay.steps_for_task(t))} steps", t) for t in ctx.replay.tasks]
+    return [(f"{t} · {first[t].source_group} · {len(ctx.replay.steps_for_task(t))} scored steps", t) for t in ctx.replay.tasks]
 
 
 def neighbour_key(ctx: LabContext, key: str | None, offset: int) -> str | None:

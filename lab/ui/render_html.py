@@ -260,7 +260,8 @@ def render_context(view: StepView, full: bool = False) -> str:
         f'<span class="lab-badge">{esc(k)}: <b>{esc(v)}</b></span>'
         for k, v in (
             ("task", step.task_id),
-            ("step", f"{step.step_idx} of {step.total_steps}"),
+            # step_idx counts every assistant turn walked, scored or not (SPEC §1), hence the gaps
+            ("step", f"{step.step_idx} (turn {step.step_idx + 1} of {step.total_steps})"),
             ("bucket", step.bucket),
             ("group", step.source_group),
         )
