@@ -61,7 +61,7 @@ def test_compare_reference_with_stored_run(served, tmp_path):
         for _ in range(2):
             page.keyboard.press("j")
             page.wait_for_timeout(400)
-        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} of")
+        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} (turn")
         ref_col = columns.locator('.lab-col[data-engine="reference"]')
         stored_col = columns.locator(".lab-col").filter(has_text="altered")
         expect(ref_col.locator('[data-metric="F1"] b')).to_have_text("1.0000")
@@ -73,7 +73,7 @@ def test_compare_reference_with_stored_run(served, tmp_path):
         page.locator("#lab-prev").click()
         expect(page.locator("#lab-context")).to_contain_text("step: 1 of")
         page.locator("#lab-next").click()
-        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} of")
+        expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} (turn")
         path = shot_dir(tmp_path) / "compare.png"
         page.screenshot(path=str(path), full_page=True)
         browser.close()
