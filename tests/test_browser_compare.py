@@ -71,7 +71,7 @@ def test_compare_reference_with_stored_run(served, tmp_path):
         expect(page.locator("#lab-heatmap .js-plotly-plot")).to_be_visible()
         # previous step with the button, then back
         page.locator("#lab-prev").click()
-        expect(page.locator("#lab-context")).to_contain_text("step: 1 of")
+        expect(page.locator("#lab-context")).to_contain_text("step: 1 (turn 2 of")
         page.locator("#lab-next").click()
         expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} (turn")
         path = shot_dir(tmp_path) / "compare.png"
