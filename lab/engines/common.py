@@ -1,6 +1,7 @@
 """What every engine kind shares: its configuration and the attributes the UI and runs read."""
 from __future__ import annotations
 
+import logging
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -8,7 +9,7 @@ from typing import Callable
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
-from lab.engines.spec import as_number
+from lab.engines.spec import as_number, short_name
 from lab.errors import EngineSpecError
 
 # Options any engine accepts (in the SPEC after '?', or as create_engine(**overrides)).
@@ -25,6 +26,7 @@ COMMON_OPTIONS = {
 }
 
 OnDone = Callable[[int, Completion], None]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,6 +38,21 @@ class EngineConfig:
     target: str
     options: dict = field(default_factory=dict)
     preset: Preset | None = None
+
+
+def model_lora_name(config: EngineConfig, example: str) -> tuple[str, str | None, str]:
+    """(model id, LoRA adapter or None, display name) of a model engine's config.
+
+    A preset gives its `hf_id` (the base model when it has a `lora`); a SPEC option `lora=`
+    overrides the preset's adapter. `example` completes the error for a missing target.
+    """
+    preset = config.preset
+    if not config.target:
+        raise EngineSpecError(f"engine spec '{config.spec}': give a model, e.g. {example}")
+    model = preset.hf_id if preset else config.target
+    lora = config.options.get("lora") or (preset.lora if preset else None)
+    name = preset.display_name if preset else short_name(lora or model)
+    return model, lora, name
 
 
 def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
@@ -93,7 +110,7 @@ class EngineBase(ABC):
             try:
                 on_done(index, completion)
             except Exception:  # noqa: BLE001 - a UI callback must not stop an engine
-                pass
+                logger.exception("on_done callback failed for request %d", index)
 
     # --- protocol defaults ------------------------------------------------------------
     def load(self) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
-from lab.engines.common import EngineBase, EngineConfig, OnDone
+from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.loading import check_model_source, load_failure
-from lab.engines.spec import as_bool, as_number, short_name
+from lab.engines.spec import as_bool, as_number
 from lab.errors import EngineLoadError, EngineSpecError
 
 DTYPES = {"bfloat16", "float16", "float32"}
@@ -81,11 +81,7 @@ class TransformersEngine(EngineBase):
 
     def __init__(self, config: EngineConfig) -> None:
         preset = config.preset
-        if not config.target:
-            raise EngineSpecError(f"engine spec '{config.spec}': give a model, e.g. transformers:/path/to/model")
-        model = preset.hf_id if preset else config.target
-        lora = config.options.get("lora") or (preset.lora if preset else None)
-        name = preset.display_name if preset else short_name(lora or model)
+        model, lora, name = model_lora_name(config, "transformers:/path/to/model")
         super().__init__(config, model_id=model, name=name)
         self.lora = lora
         self.options.pop("lora", None)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
-from lab.engines.common import EngineBase, EngineConfig, OnDone
+from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.loading import check_model_source, load_failure
 from lab.engines.presets import ENGINE_KEYS, load_engine_defaults
 from lab.engines.spec import as_bool, as_number, short_name
@@ -140,11 +140,8 @@ class VLLMEngine(EngineBase):
 
     def __init__(self, config: EngineConfig) -> None:
         preset = config.preset
-        if not config.target:
-            raise EngineSpecError(f"engine spec '{config.spec}': give a model or preset, e.g. vllm:qwen35-2b-sft")
-        model = preset.hf_id if preset else config.target
-        lora = config.options.get("lora") or (preset.lora if preset else None)
-        super().__init__(config, model_id=model, name=preset.display_name if preset else short_name(lora or model))
+        model, lora, name = model_lora_name(config, "vllm:qwen35-2b-sft (a preset) or vllm:ORG/MODEL")
+        super().__init__(config, model_id=model, name=name)
         self.lora = lora
         settings = dict(preset.engine) if preset else load_engine_defaults()
         for key in ENGINE_KEYS:
