@@ -121,6 +121,8 @@ def test_batch_reference_on_one_task_lands_in_runs_and_duckdb(lab):
     assert len(run) == 1 and int(run.iloc[0]["steps"]) == len(steps)
     n = ctx.query("SELECT count(*) AS n FROM steps WHERE run_id = ?", [final.run_id]).iloc[0]["n"]
     assert int(n) == len(steps)
+    flagged = ctx.query("SELECT count(*) AS n FROM step_flags WHERE run_id = ?", [final.run_id]).iloc[0]["n"]
+    assert int(flagged) == len(steps), "a new run is ready for triage filters at once"
     html = render_aggregate(snapshots[-1])
     assert '<td data-field="f1">1.0000</td>' in html and '<td data-field="score">100.00</td>' in html
     assert f"{len(steps)}/{len(steps)}" in html

@@ -140,7 +140,12 @@ class LabContext:
         if report.failed:
             name, why = report.failed[0]
             raise LabError(f"saved {name}, but importing it into the results database failed: {why}")
-        return run_id_of(Path(path).read_bytes())
+        run_id = run_id_of(Path(path).read_bytes())
+        from lab.triage import refresh_step_flags
+
+        with self._store_lock:
+            refresh_step_flags(self.store, [run_id])  # failure kinds and risk flags for triage
+        return run_id
 
     def query(self, sql: str, params=None):
         """A parameterized store query (serialized: one DuckDB connection is shared by the tabs)."""
