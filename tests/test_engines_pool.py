@@ -35,7 +35,7 @@ def test_pool_loads_in_background_and_isolates_failures(tmp_path, tiny_model_dir
         pool.add(f"transformers:{tmp_path / 'missing-model'}", name="broken"),
         pool.add("reference"),
     ]
-    assert names == ["reference", "run", "tiny", "broken", "reference (2)"]
+    assert names == ["reference", "run", "tiny", "broken", "reference · reference"]
     assert pool.wait(timeout=120)
     status = {row["name"]: row for row in pool.status()}
     assert status["broken"]["state"] == "failed" and "does not exist" in status["broken"]["error"]
@@ -49,7 +49,7 @@ def test_pool_loads_in_background_and_isolates_failures(tmp_path, tiny_model_dir
     def crash(requests, sampling, on_done=None):
         raise RuntimeError("simulated CUDA error\nwith details")
 
-    pool.get("reference (2)").generate = crash
+    pool.get("reference · reference").generate = crash
     lock = threading.Lock()
     done: list[tuple[str, int]] = []
 
@@ -65,7 +65,7 @@ def test_pool_loads_in_background_and_isolates_failures(tmp_path, tiny_model_dir
     assert results["run"][0].text == "stored answer 0" and results["run"][3].error.startswith("step ")
     assert all(c.error is None and len(c.token_ids) <= 3 for c in results["tiny"])
     assert all(c.error == "engine 'broken' is not ready (failed: " + status["broken"]["error"] + ")" for c in results["broken"])
-    assert all(c.error == "engine 'reference (2)' failed: RuntimeError: simulated CUDA error" for c in results["reference (2)"])
+    assert all(c.error == "engine 'reference · reference' failed: RuntimeError: simulated CUDA error" for c in results["reference · reference"])
     assert len(done) == len(names) * len(steps)
 
     pool.remove("tiny")

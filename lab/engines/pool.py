@@ -83,10 +83,14 @@ class EnginePool:
                     f"({', '.join(str(r) for r in self.data_roots) or 'none configured'})"
                 )
 
-    def _unique_name(self, wanted: str) -> str:
-        name, n = wanted, 2
+    def _unique_name(self, wanted: str, kind: str) -> str:
+        """`wanted`, else `wanted · kind` (a stored `reference.json` beside the reference
+        engine), else numbered."""
+        if wanted not in self._slots:
+            return wanted
+        name, n = f"{wanted} · {kind}", 2
         while name in self._slots:
-            name, n = f"{wanted} ({n})", n + 1
+            name, n = f"{wanted} · {kind} ({n})", n + 1
         return name
 
     # --- membership ------------------------------------------------------------------
@@ -98,7 +102,7 @@ class EnginePool:
         self.check_allowed(spec)
         engine = create_engine(spec, presets=self.presets, **overrides)
         with self._lock:
-            slot_name = self._unique_name(name or engine.name)
+            slot_name = self._unique_name(name or engine.name, engine.kind)
             engine.name = slot_name
             slot = Slot(name=slot_name, spec=spec, engine=engine)
             slot.thread = threading.Thread(target=self._load, args=(slot,), name=f"load-{slot_name}", daemon=True)

@@ -126,11 +126,14 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
             {FROM_CLAUSE} {where} GROUP BY ALL ORDER BY run""",
         params,
     )
+    bins = [f"{b / 10:.1f}–{(b + 1) / 10:.1f}" for b in range(10)]
+    hist["f1_bin"] = [bins[min(int(round(v * 10)), 9)] for v in hist["f1_bin"]]
     fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group",
-                    labels={"f1_bin": "command F1 (bin start)"}, title="F1 of the slice's steps")
+                    category_orders={"f1_bin": bins}, labels={"f1_bin": "command F1"},
+                    title="F1 of the slice's steps")
     fig_kinds = px.bar(kinds, x="run", y="steps", color="failure_kind", title="Failure kinds in the slice",
                        category_orders={"failure_kind": list(FAILURE_KINDS)})
-    fig_f1.update_xaxes(range=[-0.05, 1.0], dtick=0.1)
+    fig_f1.update_xaxes(type="category", categoryarray=bins, range=[-0.5, 9.5])
     for fig in (fig_f1, fig_kinds):
         fig.update_layout(height=320, margin=dict(l=40, r=10, t=40, b=40))
     return fig_f1, fig_kinds
