@@ -36,6 +36,8 @@ class RiskPatterns:
     newline_exempt: tuple[re.Pattern, ...]
     long_duration_s: float
     any_pattern: re.Pattern | None = None  # every regex in one alternation: a fast "nothing here" check
+    # unit -> its flags: runs of similar models repeat most units, and the regexes are the cost
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 @dataclass
@@ -87,9 +89,15 @@ def load_risk_patterns(path: str | Path = RISK_PATTERNS_PATH) -> RiskPatterns:
 def unit_risks(unit: str, patterns: RiskPatterns | None = None) -> list[str]:
     """Flags (`destructive:NAME` / `hang:NAME`) of one command unit."""
     pats = patterns or load_risk_patterns()
-    if pats.any_pattern is None or not pats.any_pattern.search(unit):
-        return []
-    return [f"{p.category}:{p.name}" for p in pats.patterns if p.matches(unit)]
+    flags = pats.memo.get(unit)
+    if flags is None:
+        if pats.any_pattern is None or not pats.any_pattern.search(unit):
+            flags = ()
+        else:
+            flags = tuple(f"{p.category}:{p.name}" for p in pats.patterns if p.matches(unit))
+        if len(pats.memo) < 500_000:
+            pats.memo[unit] = flags
+    return list(flags)
 
 
 def command_risks(commands: list | None, patterns: RiskPatterns | None = None) -> list[str]:
