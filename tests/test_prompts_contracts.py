@@ -100,3 +100,15 @@ def test_bash_block_parse(text, valid, failure, units, analysis):
     assert (parsed.valid_json, parsed.failure, parsed.command_units) == (valid, failure, units)
     assert parsed.analysis == analysis and parsed.has_analysis == bool(analysis)
     assert parsed.task_complete is None and not parsed.has_plan and parsed.contract == "bash-block"
+
+
+def test_legacy_flat_contract_sends_the_flattened_history_as_one_user_turn():
+    from lab.data import load_replay
+    from tests.paths import EXCERPT
+
+    step = load_replay(EXCERPT, mode="all").by_key["task-000/2"]
+    messages, fallback = get_contract("legacy-flat").build_messages(step)
+    assert messages == [{"role": "user", "content": step.prompt}] and fallback == step.prompt
+    assert step.prompt.startswith("USER:\n") and step.prompt.count("\n\nASSISTANT:\n") == 2
+    # answers are parsed by the harness's JSON parser, like the corrected evaluator's
+    assert get_contract("legacy-flat").parse(step.ref_raw).command_units == get_contract().parse(step.ref_raw).command_units

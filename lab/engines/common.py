@@ -15,7 +15,7 @@ from lab.errors import EngineSpecError
 # Options any engine accepts (in the SPEC after '?', or as create_engine(**overrides)).
 COMMON_OPTIONS = {
     "name": "display name in the UI",
-    "contract": "output contract: tb2lite-json | bash-block",
+    "contract": "output contract: tb2lite-json | legacy-flat | bash-block | bash-block-chat",
     "thinking_mode": "on | off | auto",
     "strip_thinking_history": "on | off | auto",
     "gemma4_empty_thought_channel": "on | off | auto",

@@ -1,5 +1,5 @@
 """Prompt/output contracts (DESIGN §2): how a step becomes messages and how an answer becomes
-command units. Registry: `tb2lite-json` (default), `bash-block`, `bash-block-chat`."""
+command units. Registry: `tb2lite-json` (default), `legacy-flat`, `bash-block`, `bash-block-chat`."""
 from __future__ import annotations
 
 import re
@@ -45,6 +45,12 @@ def harness_messages(step: Step) -> tuple[Messages, str]:
         if isinstance(m, dict) and m.get("role") in HISTORY_ROLES and isinstance(m.get("content"), str)
     ]
     return (messages or [{"role": "user", "content": step.prompt}]), step.prompt
+
+
+def legacy_flat_messages(step: Step) -> tuple[Messages, str]:
+    """The legacy (386-step, 612f5755) evaluator's prompt (SPEC §2): the whole flattened
+    history `prompt` as ONE user message, rendered through the chat template."""
+    return [{"role": "user", "content": step.prompt}], step.prompt
 
 
 def parse_json_action(text: str) -> ParsedAction:
@@ -172,6 +178,7 @@ def _contract(name: str, build: Callable[[Step], tuple[Messages, str]], parse: C
 
 CONTRACT_PARTS: dict[str, tuple[Callable[[Step], tuple[Messages, str]], Callable[[str], ParsedAction]]] = {
     "tb2lite-json": (harness_messages, parse_json_action),
+    "legacy-flat": (legacy_flat_messages, parse_json_action),
     "bash-block": (card_messages, lambda text: parse_bash_block(text, "bash-block")),
     "bash-block-chat": (chat_bash_messages, lambda text: parse_bash_block(text, "bash-block-chat")),
 }
