@@ -1,6 +1,7 @@
 """The Compare tab: one step, its context, one column per engine, the diff, heatmap and F1 gap."""
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from dataclasses import dataclass
@@ -9,17 +10,30 @@ from typing import Any, Iterator
 import gradio as gr
 
 from lab.data.step import Step
-from lab.runs.pipeline import parse_reference, run_steps
+from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
+from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
+from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_engine, run_steps
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
-from lab.ui.render_html import render_columns, render_context, render_f1_gap, render_notice
+from lab.ui.render_html import (
+    render_audit_body,
+    render_columns,
+    render_context,
+    render_f1_gap,
+    render_notice,
+)
 from lab.ui.step_view import (
+    AUDIT_DISPLAY_ONLY,
+    AUDIT_ERROR,
+    AUDIT_PENDING,
     ERROR,
     FAILED,
     LOADING,
     PENDING,
     RUNNING,
+    AuditView,
     EngineView,
+    audit_view_from,
     build_step_view,
     engine_view_from_result,
     engine_view_state,
@@ -39,8 +53,36 @@ document.addEventListener('keydown', function (e) {
   const btn = document.getElementById(id);
   if (btn && btn.offsetParent !== null) { e.preventDefault(); btn.click(); }
 });
+// Prompt audit panels are computed on first opening: ask the server through hidden components.
+document.addEventListener('toggle', function (e) {
+  const d = e.target;
+  if (!(d instanceof HTMLDetailsElement) || !d.open || !d.classList.contains('lab-audit')) return;
+  if (d.dataset.audit !== 'pending' && d.dataset.audit !== 'loading') return;  // reopening retries
+  const box = document.querySelector('#lab-audit-request textarea, #lab-audit-request input');
+  const go = document.getElementById('lab-audit-go');
+  if (!box || !go) return;
+  d.dataset.audit = 'loading';
+  box.value = JSON.stringify([d.dataset.auditEngine, d.dataset.auditStep]);
+  box.dispatchEvent(new Event('input', {bubbles: true}));
+  setTimeout(function () { go.click(); }, 0);
+}, true);
 </script>
 """
+
+# Fills the audit panel the server answered for (JSON [engine, step, state, summary html, body html]).
+FILL_AUDIT_JS = """
+(answer) => {
+  if (!answer) return;
+  const [engine, step, state, summary, body] = JSON.parse(answer);
+  document.querySelectorAll('details.lab-audit').forEach(function (d) {
+    if (d.dataset.auditEngine !== engine || d.dataset.auditStep !== step) return;
+    d.querySelector('summary').innerHTML = summary;
+    d.querySelector('.lab-audit-body').innerHTML = body;
+    d.dataset.audit = state;
+  });
+}
+"""
+DEFAULT_MAX_MODEL_LEN = 49152
 
 
 def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
@@ -92,6 +134,89 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
         return view  # not cached: the user may retry
     ctx.views.put((entry.name, step.key), view)
     return view
+
+
+def engine_max_model_len(engine: Any) -> int:
+    """The engine's context length: its `max_model_len` attribute (or vLLM settings), else its
+    preset's `engine.max_model_len`, else 49152 (the TB2-lite evaluation's setting)."""
+    value = getattr(engine, "max_model_len", None)
+    settings = getattr(engine, "settings", None)
+    if value is None and isinstance(settings, dict):
+        value = settings.get("max_model_len")
+    preset = getattr(engine, "preset", None)
+    if value is None and preset is not None:
+        value = (getattr(preset, "engine", None) or {}).get("max_model_len")
+    return int(value or DEFAULT_MAX_MODEL_LEN)
+
+
+def compute_audit(engine: Any, step: Step) -> AuditView:
+    """The template audit of `engine`'s prompt for `step` (lab.prompts.audit), shaped for the UI;
+    a raw-prompt contract is audited as sent verbatim (token count and budget only)."""
+    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
+    tokenizer = getattr(engine, "tokenizer", None)
+    max_model_len = engine_max_model_len(engine)
+    max_tokens = int(engine.default_sampling.max_tokens)
+    if contract.raw_prompt:
+        rendered = render_for_engine(engine, step)
+        budget = max_model_len - max_tokens
+        cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
+                               or "right") if tokenizer is not None else None
+        fits = None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len
+        audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut)
+        return audit_view_from(audit, verbatim=True)
+    messages, fallback_prompt = contract.build_messages(step)
+    audit = audit_template(messages, fallback_prompt, tokenizer, getattr(engine, "model_id", "") or "",
+                           prompt_options_of(engine), max_model_len, max_tokens)
+    return audit_view_from(audit)
+
+
+def column_audit(ctx: LabContext, entry: EngineEntry, step: Step, compute: bool = False) -> AuditView | None:
+    """A column's prompt audit: None before the engine is ready, display-only for engines that
+    answer from data, the cached audit, else pending (or computed and cached when `compute`)."""
+    if entry.state != "ready" or entry.engine is None:
+        return None
+    if entry.instant:
+        return AuditView(AUDIT_DISPLAY_ONLY)
+    cached = ctx.audits.get((entry.name, step.key))
+    if cached is not None or not compute:
+        return cached or AuditView(AUDIT_PENDING)
+    try:
+        audit = compute_audit(entry.engine, step)
+    except Exception as exc:  # noqa: BLE001 - shown in the panel; not cached, so reopening retries
+        return AuditView(AUDIT_ERROR, error=f"{type(exc).__name__}: {exc}")
+    ctx.audits.put((entry.name, step.key), audit)
+    return audit
+
+
+def column_audits(ctx: LabContext, entries: list[EngineEntry], step: Step) -> dict[str, AuditView]:
+    """Engine name -> its audit panel state for `step` (nothing is computed here)."""
+    audits = {e.name: column_audit(ctx, e, step) for e in entries}
+    return {name: audit for name, audit in audits.items() if audit is not None}
+
+
+def audit_answer(ctx: LabContext, request: str) -> str:
+    """The audit the browser asked for (JSON [engine name, step key]) as JSON [engine, step, state,
+    summary html, body html], computing it on first request; '' for a malformed request."""
+    from lab.ui.render_html import audit_summary
+
+    try:
+        name, key = json.loads(request or "")
+    except (ValueError, TypeError):
+        return ""
+    step = ctx.replay.by_key.get(key) if ctx.replay else None
+    entry = next((e for e in ctx.engine_entries() if e.name == name), None)
+    if step is None or entry is None:
+        audit = AuditView(AUDIT_ERROR, error=f"engine '{name}' or step '{key}' is no longer available")
+    else:
+        audit = column_audit(ctx, entry, step, compute=True) or AuditView(
+            AUDIT_ERROR, error=f"engine '{name}' is not ready ({entry.state})")
+    return json.dumps([name, key, audit.state, audit_summary(audit), render_audit_body(audit)])
+
+
+def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, views: list[EngineView], full: bool,
+                 badges: dict[str, str]) -> str:
+    """The engine columns of `step`, with each column's prompt audit panel."""
+    return render_columns(views, full, badges, column_audits(ctx, entries, step), step.key)
 
 
 _WARM_LOCK = threading.Lock()
@@ -206,7 +331,7 @@ def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engi
         step_choices=step_choices(ctx, step.task_id),
         step_key=step.key,
         context_html=render_context(view, full),
-        columns_html=render_columns(views, full, column_badges(ctx, entries, step.key)),
+        columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
         f1_html=render_f1_gap(view.f1_gap),
         heat_choices=heat_choices(views),
         heat_engine=heat_spec,
@@ -302,6 +427,10 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                 heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
                                           allow_custom_value=True)
                 heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+        # the prompt audit panels ask for their content through these (see SHORTCUTS_JS)
+        audit_request = gr.Textbox(visible="hidden", elem_id="lab-audit-request")
+        audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
+        audit_answer_box = gr.Textbox(visible="hidden", elem_id="lab-audit-answer")
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
@@ -346,13 +475,14 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         step_obj = ctx.replay.by_key[key]
-        badges = column_badges(ctx, ctx.engine_entries(), key)
+        entries = ctx.engine_entries()
+        badges = column_badges(ctx, entries, key)
         views: list[EngineView] = []
         for views in generate_views(ctx, key):
-            yield (render_columns(views, bool(full), badges), render_f1_gap(f1_gap(views)), gr.update(), gr.update(),
-                   gr.update())
+            html = step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
+            yield html, render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
-        yield (render_columns(views, bool(full), badges), render_f1_gap(f1_gap(views)),
+        yield (step_columns_html(ctx, entries, step_obj, views, bool(full), badges), render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
@@ -381,6 +511,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         show_progress="minimal", api_name="generate",
     )
     download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
+    audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
+                   api_name="prompt_audit", trigger_mode="multiple").then(
+        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden")
     return view
 
 

@@ -79,6 +79,7 @@ class LabContext:
     store: Any = None
     store_error: str | None = None
     views: LRUCache = field(default_factory=LRUCache)
+    audits: LRUCache = field(default_factory=lambda: LRUCache(512))  # (engine, step key) -> AuditView
     startup_warnings: list[str] = field(default_factory=list)
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -96,6 +97,7 @@ class LabContext:
     def set_replay(self, replay: ReplaySet) -> None:
         self.replay, self.replay_error, self._keys = replay, None, None
         self.views = LRUCache(self.views.capacity)
+        self.audits = LRUCache(self.audits.capacity)
 
     def load_replay(self, source: str | None = None) -> None:
         """Load the configured replay (or `source`); a problem is kept in `replay_error`."""
@@ -215,8 +217,9 @@ class LabContext:
         self.forget_engine(name)
 
     def forget_engine(self, name: str) -> None:
-        """Drop the cached columns of an engine (after unloading or reloading it)."""
+        """Drop the cached columns and prompt audits of an engine (after unloading or reloading it)."""
         self.views.drop(lambda key: name in key[:2])
+        self.audits.drop(lambda key: key[0] == name)
 
 
 def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:

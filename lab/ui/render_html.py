@@ -11,11 +11,16 @@ from typing import Mapping, Sequence
 from lab.data import StepContext
 from lab.scoring.action import ParsedAction
 from lab.ui.step_view import (
+    AUDIT_DISPLAY_ONLY,
+    AUDIT_ERROR,
+    AUDIT_PENDING,
+    AUDIT_VERBATIM,
     ERROR,
     FAILED,
     LOADING,
     PENDING,
     RUNNING,
+    AuditView,
     EngineView,
     F1Gap,
     StepView,
@@ -121,6 +126,123 @@ def render_metrics(metrics: dict[str, float] | None) -> str:
     return f'<div class="lab-metrics">{cells}</div>'
 
 
+def seconds(value: float | None) -> str:
+    """A duration in seconds, with more digits below 0.1 s ('–' when unknown)."""
+    if value is None:
+        return "–"
+    return f"{value:.3f} s" if value < 0.1 else f"{value:.2f} s"
+
+
+def render_timings(view: EngineView) -> str:
+    """Latency of this answer, and TTFT, completion tokens and tokens/s when the engine reported them."""
+    parts = [("latency", seconds(view.latency_s))]
+    if view.ttft_s is not None:
+        parts.append(("TTFT", seconds(view.ttft_s)))
+    if view.completion_tokens is not None:
+        parts.append(("tokens", f"{view.completion_tokens:,}"))
+    if view.tokens_per_s is not None:
+        parts.append(("tok/s", f"{view.tokens_per_s:,.1f}"))
+    cells = "".join(
+        f'<div class="lab-timing" data-timing="{esc(k)}"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in parts
+    )
+    return f'<div class="lab-timings">{cells}</div>'
+
+
+def _chip(text: str, kind: str) -> str:
+    return f'<span class="lab-chip lab-chip-{kind}">{esc(text)}</span>'
+
+
+def audit_summary(audit: AuditView) -> str:
+    """The one-line verdict shown on the collapsed audit panel."""
+    if audit.state == AUDIT_PENDING:
+        return "prompt audit"
+    if audit.state == AUDIT_DISPLAY_ONLY:
+        return f"prompt audit · {_chip('display-only', 'muted')}"
+    if audit.state == AUDIT_ERROR:
+        return f"prompt audit · {_chip('audit failed', 'bad')}"
+    chips = [_chip(audit.status or "unknown", "warn" if audit.error else "ok")]
+    if audit.state == AUDIT_VERBATIM:
+        chips.append(_chip("sent verbatim", "muted"))
+    elif audit.matches_own is True:
+        chips.append(_chip("= own template", "ok"))
+    elif audit.matches_own is False:
+        chips.append(_chip("≠ own template", "warn"))
+    if audit.fits is True:
+        chips.append(_chip("fits", "ok"))
+    elif audit.fits is False:
+        chips.append(_chip(f"cut {audit.cut_tokens or 0:,} tokens" if audit.cut_tokens else "does not fit", "bad"))
+    return "prompt audit · " + " ".join(chips)
+
+
+def _tokens(n: int | None) -> str:
+    return "unknown (no tokenizer)" if n is None else f"{n:,} tokens"
+
+
+def render_audit_body(audit: AuditView) -> str:
+    """The audit panel's content: status, the model's own template, token counts, budget, cut."""
+    if audit.state == AUDIT_PENDING:
+        return '<div class="lab-muted">computing the audit…</div>'
+    if audit.state == AUDIT_DISPLAY_ONLY:
+        return (
+            '<div class="lab-muted">This engine answers from data (reference or stored answers): its prompt is '
+            "rendered for display only and no model received it, so there is no template or budget to audit.</div>"
+        )
+    if audit.state == AUDIT_ERROR:
+        return f'<div class="lab-error-text">{esc(audit.error)}</div>'
+    rows = [("status", _chip(audit.status or "unknown", "warn" if audit.error else "ok")
+             + (f'<div class="lab-warn">template error: {esc(audit.error)}</div>' if audit.error else ""))]
+    if audit.state == AUDIT_VERBATIM:
+        rows.append(("own template", "not used: the contract's prompt is sent verbatim (no chat template)"))
+    elif audit.matches_own is None:
+        rows.append(("own template", f'<span class="lab-muted">unavailable: {esc(audit.own_error)}</span>'))
+    elif audit.matches_own:
+        rows.append(("own template", '<span class="lab-ok">identical</span> to the model\'s own chat template '
+                                     "(no lab options or patches)"))
+    else:
+        rows.append((
+            "own template",
+            f'<span class="lab-warn">differs</span> from the model\'s own chat template at char '
+            f"{audit.first_difference:,}"
+            f'<div class="lab-subhead">lab prompt there</div><pre class="lab-pre lab-audit-snip">{esc(audit.lab_snippet)}</pre>'
+            f'<div class="lab-subhead">own template there</div><pre class="lab-pre lab-audit-snip">{esc(audit.own_snippet)}</pre>',
+        ))
+    tokens = f"lab: <b>{esc(_tokens(audit.n_tokens))}</b> ({audit.n_chars:,} chars)"
+    if audit.state != AUDIT_VERBATIM and audit.own_n_tokens is not None:
+        tokens += f" · own template: <b>{audit.own_n_tokens:,} tokens</b>"
+    rows.append(("tokens", tokens))
+    rows.append(("budget", f"max_model_len {audit.max_model_len:,} − max_tokens {audit.max_tokens:,} = "
+                           f"<b>{audit.budget:,}</b> prompt tokens"))
+    if audit.fits is None:
+        fit = '<span class="lab-muted">unknown (no tokenizer to count with)</span>'
+    elif audit.fits:
+        fit = f'<span class="lab-ok">fits</span> · {audit.budget - (audit.n_tokens or 0):,} tokens to spare'
+    else:
+        fit = f'<span class="lab-bad">does not fit</span> · over by {(audit.n_tokens or 0) - audit.budget:,} tokens'
+    rows.append(("fits", fit))
+    body = "".join(f'<tr><th>{k}</th><td><div class="lab-cell">{v}</div></td></tr>' for k, v in rows)
+    cut = ""
+    if audit.cut_char is not None:
+        where = "end" if audit.cut_side == "right" else "start"
+        cut = (
+            f'<div class="lab-audit-cut"><div class="lab-subhead">truncation would cut at token '
+            f"{audit.cut_token:,} · char {audit.cut_char:,} ({audit.cut_side} side): the {where} of the prompt is "
+            f"lost — {audit.cut_tokens:,} tokens, {audit.cut_chars:,} chars, {audit.cut_lines:,} lines</div>"
+            f'<pre class="lab-pre lab-audit-lost">{esc(chr(10).join(audit.cut_preview))}</pre></div>'
+        )
+    return f'<table class="lab-kv lab-audit-kv">{body}</table>{cut}'
+
+
+def render_audit_panel(audit: AuditView | None, engine_name: str, step_key: str) -> str:
+    """The collapsible "prompt audit" panel of one column (a pending one is filled when opened)."""
+    if audit is None:
+        return ""
+    return (
+        f'<details class="lab-details lab-audit" data-audit="{esc(audit.state)}" data-audit-engine="{esc(engine_name)}" '
+        f'data-audit-step="{esc(step_key)}"><summary>{audit_summary(audit)}</summary>'
+        f'<div class="lab-audit-body">{render_audit_body(audit)}</div></details>'
+    )
+
+
 def render_diff(ref_rows: Sequence[UnitMatch], pred_rows: Sequence[UnitMatch], full: bool = False) -> str:
     """Each reference unit next to its best predicted unit and token F1; unmatched units marked."""
     limit = None if full else UNIT_LIMIT
@@ -167,9 +289,12 @@ def render_prompt_block(view: EngineView, full: bool = False) -> str:
     )
 
 
-def render_column(view: EngineView, full: bool = False, badges_html: str = "") -> str:
-    """One engine's column: header (with the step's tags/notes badges of a stored run), prompt, raw
-    output, parsed action, units, diff, metrics. `badges_html` must already be safe HTML."""
+def render_column(view: EngineView, full: bool = False, badges_html: str = "", audit: AuditView | None = None,
+                  step_key: str = "") -> str:
+    """One engine's column: header (with the step's tags/notes badges of a stored run), metrics and
+    timings, prompt, prompt audit, raw output, parsed action, units, diff. `badges_html` must
+    already be safe HTML."""
+    audit_html = render_audit_panel(audit, view.name, step_key)
     badges = f'<div class="lab-col-tags" data-tags="1">{badges_html}</div>' if badges_html else ""
     head = (
         f'<div class="lab-col-head"><div class="lab-col-name">{esc(view.name)}</div>'
@@ -182,11 +307,9 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "") -
         prompt = render_prompt_block(view, full) if view.prompt_text else ""
         return (
             f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="{esc(view.state)}">{head}'
-            f'<div class="{cls}"><b>{esc(label)}</b>{detail}</div>{prompt}</div>'
+            f'<div class="{cls}"><b>{esc(label)}</b>{detail}</div>{prompt}{audit_html}</div>'
         )
     timing = []
-    if view.latency_s is not None:
-        timing.append(f"{view.latency_s:.2f} s")
     if view.finish_reason:
         timing.append(f"finish: {esc(view.finish_reason)}")
     if view.stored:
@@ -196,8 +319,8 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "") -
     matched = sum(1 for r in view.ref_rows if r.matched)
     return (
         f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="ready">{head}'
-        f"{render_metrics(view.metrics)}"
-        f"{render_prompt_block(view, full)}"
+        f"{render_metrics(view.metrics)}{render_timings(view)}"
+        f"{render_prompt_block(view, full)}{audit_html}"
         f'<details class="lab-details" open><summary>{raw_title}</summary>'
         f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'
         f'<details class="lab-details"><summary>parsed action</summary>{render_parsed(view.parsed)}</details>'
@@ -209,31 +332,36 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "") -
     )
 
 
-def render_columns(engines: Sequence[EngineView], full: bool = False, badges: Mapping[str, str] | None = None) -> str:
+def render_columns(engines: Sequence[EngineView], full: bool = False, badges: Mapping[str, str] | None = None,
+                   audits: Mapping[str, AuditView] | None = None, step_key: str = "") -> str:
     """All engine columns side by side (horizontal scroll past four); `badges`: engine name ->
-    tags/notes badges HTML of the step shown (stored runs only)."""
+    tags/notes badges HTML of the step shown (stored runs only); `audits`: engine name -> its
+    prompt audit for step `step_key` (engines left out get no audit panel)."""
     if not engines:
         return (
             '<div class="lab-empty">No engines yet. Add one in the <b>Engines</b> tab '
             "(e.g. <code>reference</code> or <code>stored:results/runs/x.json</code>), or open a run from "
             "<b>Results</b>.</div>"
         )
-    badges = badges or {}
-    cols = "".join(render_column(e, full, badges.get(e.name, "")) for e in engines)
+    badges, audits = badges or {}, audits or {}
+    cols = "".join(render_column(e, full, badges.get(e.name, ""), audits.get(e.name), step_key) for e in engines)
     return f'<div class="lab-columns" style="--lab-ncols:{len(engines)}">{cols}</div>'
 
 
 def render_f1_gap(gap: F1Gap) -> str:
-    """The engines' F1s as bars, the best/worst pair with the largest gap highlighted."""
+    """The engines' F1s as bars next to each answer's latency, the best/worst pair with the
+    largest gap highlighted."""
     if not gap.scores:
         return '<div class="lab-muted">no scored engine for this step yet</div>'
-    rows = []
+    rows = ['<div class="lab-bar-row lab-bar-head"><span>engine</span><span>command F1</span><span></span>'
+            "<span>latency</span></div>"]
     for name, f1 in gap.scores:
         mark = " lab-best" if name == gap.best and gap.worst else (" lab-worst" if name == gap.worst else "")
         rows.append(
             f'<div class="lab-bar-row{mark}"><span class="lab-bar-name">{esc(name)}</span>'
             f'<span class="lab-bar"><span style="width:{f1 * 100:.1f}%;{sim_style(f1)}"></span></span>'
-            f'<span class="lab-bar-val">{f1:.4f}</span></div>'
+            f'<span class="lab-bar-val">{f1:.4f}</span>'
+            f'<span class="lab-bar-lat" data-latency="{esc(name)}">{seconds(gap.latency.get(name))}</span></div>'
         )
     note = ""
     if gap.worst is not None:

@@ -47,6 +47,8 @@ class EngineView:
     raw_output: str = ""
     finish_reason: str | None = None
     latency_s: float | None = None
+    ttft_s: float | None = None
+    completion_tokens: int | None = None
     stored: bool = False
     parsed: ParsedAction | None = None
     pred_units: list[str] = field(default_factory=list)
@@ -62,6 +64,13 @@ class EngineView:
     def unmatched_pred(self) -> list[UnitMatch]:
         return [row for row in self.pred_rows if not row.matched]
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Completion tokens per second of this answer (None when either is unknown)."""
+        if not self.completion_tokens or not self.latency_s:
+            return None
+        return self.completion_tokens / self.latency_s
+
 
 @dataclass
 class F1Gap:
@@ -71,6 +80,7 @@ class F1Gap:
     best: str | None
     worst: str | None
     gap: float
+    latency: dict[str, float | None] = field(default_factory=dict)  # engine name -> latency_s
 
 
 @dataclass
@@ -124,6 +134,8 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         raw_output=completion.text or "",
         finish_reason=completion.finish_reason,
         latency_s=completion.latency_s,
+        ttft_s=completion.ttft_s,
+        completion_tokens=completion.completion_tokens,
         stored=completion.stored is not None or completion.command_units is not None,
     )
     if completion.error:
@@ -147,11 +159,89 @@ def f1_gap(engines: Sequence[EngineView]) -> F1Gap:
     scores = [(e.name, e.f1) for e in engines if e.f1 is not None]
     if not scores:
         return F1Gap([], None, None, 0.0)
+    latency = {e.name: e.latency_s for e in engines if e.f1 is not None}
     best = max(scores, key=lambda s: s[1])
     worst = min(scores, key=lambda s: s[1])
     if len(scores) < 2:
-        return F1Gap(scores, best[0], None, 0.0)
-    return F1Gap(scores, best[0], worst[0], round(best[1] - worst[1], 4))
+        return F1Gap(scores, best[0], None, 0.0, latency)
+    return F1Gap(scores, best[0], worst[0], round(best[1] - worst[1], 4), latency)
+
+
+# states of a column's prompt audit
+AUDIT_PENDING, AUDIT_DISPLAY_ONLY, AUDIT_VERBATIM, AUDIT_TEMPLATE, AUDIT_ERROR = (
+    "pending", "display_only", "verbatim", "template", "error")
+DIFF_CONTEXT = 60
+
+
+@dataclass
+class AuditView:
+    """A column's prompt audit, compact enough to cache per (engine, step): template status, the
+    model's own template, token counts, the context budget and where a cut would fall."""
+
+    state: str
+    status: str | None = None
+    error: str | None = None
+    n_chars: int = 0
+    n_tokens: int | None = None
+    own_n_tokens: int | None = None
+    own_error: str | None = None
+    matches_own: bool | None = None
+    first_difference: int | None = None
+    lab_snippet: str = ""
+    own_snippet: str = ""
+    max_model_len: int | None = None
+    max_tokens: int | None = None
+    fits: bool | None = None
+    cut_side: str | None = None
+    cut_token: int | None = None
+    cut_char: int | None = None
+    cut_tokens: int | None = None
+    cut_chars: int | None = None
+    cut_lines: int | None = None
+    cut_preview: list[str] = field(default_factory=list)
+
+    @property
+    def budget(self) -> int | None:
+        """Prompt tokens allowed: max_model_len - max_tokens."""
+        if self.max_model_len is None or self.max_tokens is None:
+            return None
+        return self.max_model_len - self.max_tokens
+
+
+def snippet_at(text: str, index: int, width: int = DIFF_CONTEXT) -> str:
+    """`width` characters of `text` either side of `index` (what the first difference looks like)."""
+    return text[max(0, index - width): index + width]
+
+
+def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240) -> AuditView:
+    """Shape a `lab.prompts.audit.TemplateAudit` (or, for a verbatim contract prompt, the same
+    fields with no own template) into an AuditView; long preview lines are cut to `preview_chars`."""
+    rendered, cut = audit.rendered, audit.truncation
+    view = AuditView(
+        state=AUDIT_VERBATIM if verbatim else AUDIT_TEMPLATE,
+        status=rendered.status,
+        error=rendered.error,
+        n_chars=len(rendered.text),
+        n_tokens=rendered.n_tokens,
+        own_n_tokens=audit.own_n_tokens,
+        own_error=audit.own_error,
+        matches_own=audit.matches_own,
+        first_difference=audit.first_difference,
+        max_model_len=audit.max_model_len,
+        max_tokens=audit.max_tokens,
+        fits=audit.fits,
+    )
+    if audit.first_difference is not None and audit.own_text is not None:
+        view.lab_snippet = snippet_at(rendered.text, audit.first_difference)
+        view.own_snippet = snippet_at(audit.own_text, audit.first_difference)
+    if cut is not None:
+        view.cut_side, view.cut_char, view.cut_tokens = cut.side, cut.cut_char, cut.cut_tokens
+        view.cut_token = cut.n_tokens - cut.cut_tokens if cut.side == "right" else cut.cut_tokens
+        view.cut_chars, view.cut_lines = cut.cut_chars, cut.cut_line_count
+        view.cut_preview = [line[:preview_chars] for line in cut.cut_preview]
+        if view.fits is None:
+            view.fits = False
+    return view
 
 
 def build_step_view(step: Step, engines: list[EngineView], ref_parsed: ParsedAction | None = None) -> StepView:
