@@ -5,6 +5,7 @@ import json
 import queue
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
@@ -40,48 +41,11 @@ from lab.ui.step_view import (
     f1_gap,
 )
 
-# Keyboard shortcuts: j / → next step, k / ← previous step (ignored while typing in a field).
-SHORTCUTS_JS = """
-<script>
-document.addEventListener('keydown', function (e) {
-  const t = e.target;
-  if (e.ctrlKey || e.metaKey || e.altKey) return;
-  if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
-  const map = {'j': 'lab-next', 'ArrowRight': 'lab-next', 'k': 'lab-prev', 'ArrowLeft': 'lab-prev'};
-  const id = map[e.key];
-  if (!id) return;
-  const btn = document.getElementById(id);
-  if (btn && btn.offsetParent !== null) { e.preventDefault(); btn.click(); }
-});
-// Prompt audit panels are computed on first opening: ask the server through hidden components.
-document.addEventListener('toggle', function (e) {
-  const d = e.target;
-  if (!(d instanceof HTMLDetailsElement) || !d.open || !d.classList.contains('lab-audit')) return;
-  if (d.dataset.audit !== 'pending' && d.dataset.audit !== 'loading') return;  // reopening retries
-  const box = document.querySelector('#lab-audit-request textarea, #lab-audit-request input');
-  const go = document.getElementById('lab-audit-go');
-  if (!box || !go) return;
-  d.dataset.audit = 'loading';
-  box.value = JSON.stringify([d.dataset.auditEngine, d.dataset.auditStep]);
-  box.dispatchEvent(new Event('input', {bubbles: true}));
-  setTimeout(function () { go.click(); }, 0);
-}, true);
-</script>
-"""
-
+# Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
+UI_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "ui"
+SHORTCUTS_JS = "<script>\n" + (UI_ASSETS / "compare.js").read_text(encoding="utf-8") + "</script>\n"
 # Fills the audit panel the server answered for (JSON [engine, step, state, summary html, body html]).
-FILL_AUDIT_JS = """
-(answer) => {
-  if (!answer) return;
-  const [engine, step, state, summary, body] = JSON.parse(answer);
-  document.querySelectorAll('details.lab-audit').forEach(function (d) {
-    if (d.dataset.auditEngine !== engine || d.dataset.auditStep !== step) return;
-    d.querySelector('summary').innerHTML = summary;
-    d.querySelector('.lab-audit-body').innerHTML = body;
-    d.dataset.audit = state;
-  });
-}
-"""
+FILL_AUDIT_JS = (UI_ASSETS / "fill_audit.js").read_text(encoding="utf-8")
 DEFAULT_MAX_MODEL_LEN = 49152
 
 
