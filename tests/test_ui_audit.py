@@ -9,10 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engines.presets import load_presets
+from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
 from lab.ui.compare_tab import (
-    DEFAULT_MAX_MODEL_LEN,
     audit_answer,
     engine_max_model_len,
     generate_views,
@@ -25,6 +24,8 @@ from tests.paths import EXCERPT
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 
 TINY = "tiny"
+# the presets file's default context length (49152, the TB2-lite evaluation setting)
+DEFAULT_MAX_MODEL_LEN = load_engine_defaults()["max_model_len"]
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,6 @@ UI_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "ui"
 SHORTCUTS_JS = "<script>\n" + (UI_ASSETS / "compare.js").read_text(encoding="utf-8") + "</script>\n"
 # Fills the audit panel the server answered for (JSON [engine, step, state, summary html, body html]).
 FILL_AUDIT_JS = (UI_ASSETS / "fill_audit.js").read_text(encoding="utf-8")
-DEFAULT_MAX_MODEL_LEN = 49152
 
 
 def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
@@ -102,7 +101,7 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
 
 def engine_max_model_len(engine: Any) -> int:
     """The engine's context length: its `max_model_len` attribute (or vLLM settings), else its
-    preset's `engine.max_model_len`, else 49152 (the TB2-lite evaluation's setting)."""
+    preset's `engine.max_model_len`, else the presets file's default (the TB2-lite setting, 49152)."""
     value = getattr(engine, "max_model_len", None)
     settings = getattr(engine, "settings", None)
     if value is None and isinstance(settings, dict):
@@ -110,7 +109,11 @@ def engine_max_model_len(engine: Any) -> int:
     preset = getattr(engine, "preset", None)
     if value is None and preset is not None:
         value = (getattr(preset, "engine", None) or {}).get("max_model_len")
-    return int(value or DEFAULT_MAX_MODEL_LEN)
+    if value is None:
+        from lab.engines.presets import load_engine_defaults
+
+        value = load_engine_defaults().get("max_model_len")
+    return int(value)
 
 
 def compute_audit(engine: Any, step: Step) -> AuditView:
