@@ -6,7 +6,11 @@ characters included), the model is a 2-layer Qwen2 with hidden size 32, and both
 """
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -109,3 +113,29 @@ def tiny_lora_dir(tiny_model_dir, tmp_path_factory) -> Path:
     peft_model.save_pretrained(folder)
     assert json.loads((folder / "adapter_config.json").read_text())["r"] == 4
     return folder
+
+
+@pytest.fixture(scope="session")
+def replay_server(tmp_path_factory):
+    """A local http.server on 127.0.0.1 serving a tmp copy of the excerpt; yields (base URL, hits)."""
+    excerpt = SHARED / "replay_excerpt.jsonl"
+    if not excerpt.exists():
+        pytest.skip(f"{excerpt} missing")
+    root = tmp_path_factory.mktemp("served")
+    shutil.copy(excerpt, root / "replay_full.jsonl")
+    hits: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server API)
+            hits.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
+    httpd.shutdown()
+    httpd.server_close()

@@ -1,10 +1,7 @@
 """Replay sources: download from a loopback HTTP server (cached, atomic) and `datasets` loading."""
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import threading
 
 import pytest
 
@@ -14,29 +11,10 @@ from lab.settings import Settings
 from tests.paths import EXCERPT
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A local http.server on 127.0.0.1 serving a tmp copy of the excerpt; yields (base URL, hits)."""
-    if not EXCERPT.exists():
-        pytest.skip(f"{EXCERPT} missing")
-    root = tmp_path_factory.mktemp("served")
-    shutil.copy(EXCERPT, root / "replay_full.jsonl")
-    hits: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server API)
-            hits.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
-    httpd.shutdown()
-    httpd.server_close()
+@pytest.fixture
+def server(replay_server):
+    """The loopback server of conftest.py (serving a copy of the excerpt as replay_full.jsonl)."""
+    return replay_server
 
 
 def test_download_is_cached_atomic_and_reports_progress(server, tmp_path):

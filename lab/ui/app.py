@@ -101,7 +101,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     from lab.ui.results_tab import build_results_tab
 
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True) as demo:
-        gr.HTML(_header(ctx), elem_id="lab-header")
+        header = gr.HTML(_header(ctx), elem_id="lab-header")
         with gr.Tabs(elem_id="lab-tabs") as tabs:
             compare = build_compare_tab(ctx)
             open_in_compare = OpenInCompare(ctx, compare, tabs)
@@ -110,6 +110,9 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             build_results_tab(ctx, open_in_compare)
             _mount_optional("lab.ui.triage_tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
+        demo.load(lambda: _header(ctx), None, header, api_visibility="private")
+        if compare.replay_loaded is not None:
+            compare.replay_loaded.then(lambda: _header(ctx), None, header, api_visibility="private")
         if ctx.startup_warnings:
             demo.load(lambda: [gr.Warning(w) for w in ctx.startup_warnings] and None, None, None,
                       api_visibility="private")

@@ -334,6 +334,7 @@ class CompareTab:
     show_all: gr.Checkbox
     heat_engine: gr.Dropdown
     switch_outputs: list
+    replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
 
     def updates(self, out: StepOutputs) -> tuple:
         """gr updates for `switch_outputs` from a StepOutputs."""
@@ -459,6 +460,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             gr.Warning(f"Download failed: {exc}. Start the lab with --replay PATH instead.")
             return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
+        warm_instant_engines(ctx)
         out = step_outputs(ctx, None)
         ups = list(view.updates(out))
         ups[0] = gr.update(choices=task_choices(ctx), value=out.task_id)
@@ -477,7 +479,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
         show_progress="minimal", api_name="generate",
     )
-    download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
+    view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
     audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
         None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden")

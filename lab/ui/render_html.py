@@ -9,6 +9,7 @@ from html import escape
 from typing import Mapping, Sequence
 
 from lab.data import StepContext
+from lab.prompts.contracts import initial_screen
 from lab.scoring.action import ParsedAction
 from lab.ui.step_view import (
     AUDIT_DISPLAY_ONLY,
@@ -400,10 +401,13 @@ def render_context(view: StepView, full: bool = False) -> str:
         if ctx.turns
         else '<div class="lab-muted">first step: no earlier turns</div>'
     )
+    # at the first step the screen is the initial terminal state inside the task message
+    screen_text, where = (ctx.screen, "terminal screen the model saw") if ctx.screen else (
+        initial_screen(ctx.task), "terminal screen the model saw (initial state, inside the task message)")
     screen = (
-        f'<div class="lab-subhead">terminal screen the model saw</div>'
-        f'{pre(ctx.screen, None if full else SCREEN_LIMIT, "lab-pre lab-screen")}'
-        if ctx.screen
+        f'<div class="lab-subhead">{where}</div>'
+        f'{pre(screen_text, None if full else SCREEN_LIMIT, "lab-pre lab-screen")}'
+        if screen_text
         else ""
     )
     ref_units = list(view.ref_parsed.command_units) if view.ref_parsed else []
