@@ -154,3 +154,21 @@ def test_cli_unknown_engine_is_a_clear_error(tmp_path):
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "nosuch" in proc.stderr
+
+
+def test_resume_refuses_a_checkpoint_of_other_settings(tmp_path, steps):
+    from lab.engines.base import Sampling
+    from lab.errors import LabError
+
+    engine = create_engine("reference")
+    engine.load()
+    stop = threading.Event()
+    config = ReplayConfig(out_dir=tmp_path, chunk_size=4, run_name="r", sampling=Sampling(max_tokens=64))
+    with pytest.raises(InterruptedError):
+        replay(engine, steps, config, progress=lambda done, total, agg: stop.set(), stop=stop)
+    config.resume, config.sampling = True, Sampling(max_tokens=32)
+    with pytest.raises(LabError, match="different sampling"):
+        replay(engine, steps, config)
+    assert (tmp_path / "r.partial.jsonl").exists(), "the checkpoint is kept for a resume with the right settings"
+    config.sampling = Sampling(max_tokens=64)
+    assert read_result_file(replay(engine, steps, config))["aggregate"]["steps"] == len(steps)

@@ -95,6 +95,7 @@ def replay(
     header = _header(engine, config, sampling, len(steps))
     if config.resume and checkpoint.exists():
         old_header, rows = checkpoint.read()
+        _check_same_run(checkpoint.path, old_header, header)
         done = {f"{r['task_id']}/{r['step_idx']}": r for r in rows}
         header["timings"] = (old_header or {}).get("timings", {"gen_time_sec": 0.0})
     else:
@@ -143,6 +144,24 @@ def replay(
     return final_path
 
 
+# What must match for a checkpoint to be resumed: mixing answers of another engine or other
+# sampling settings into one result file would make its numbers meaningless.
+RESUME_KEYS = ("engine", "sampling", "scorer")
+
+
+def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
+    """Refuse to resume a checkpoint written by a different engine, sampling or scorer."""
+    if old is None:
+        return
+    changed = [k for k in RESUME_KEYS if k in old and old.get(k) != new.get(k)]
+    if changed:
+        raise LabError(
+            f"{path}: this checkpoint was written with a different {', '.join(changed)} "
+            f"({'; '.join(f'{k}: {old.get(k)!r} then, {new.get(k)!r} now' for k in changed)}); "
+            "resume with the same settings, pick another run name, or delete the checkpoint to start over"
+        )
+
+
 def _live_aggregate(done: dict[str, dict], scorer: str) -> dict | None:
     if not done:
         return None
@@ -153,6 +172,7 @@ def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, n_steps: i
     return {
         "engine": engine.spec,
         "eval_path": config.eval_path,
+        "scorer": config.scorer,
         "steps": n_steps,
         "sampling": sampling.to_dict(),
         "started": utc_timestamp(),
