@@ -1,0 +1,52 @@
+"""Write a full-size replay (current format, with `messages`) built from the excerpt, for scale tests.
+
+The public 303-step file cannot be downloaded on machines without internet; this repeats the
+excerpt's tasks under new task ids (and cycles the source groups) until it has about as many
+steps as the real set, so the UI and the store can be measured at full size:
+
+    python bench/scale_replay.py --out /tmp/replay_scaled.jsonl
+    python bench/bench_ui_switch.py --replay /tmp/replay_scaled.jsonl
+
+The output is derived from reference data: write it outside the project (never commit it).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lab.data import load_replay  # noqa: E402
+from lab.data.conversations import step_record  # noqa: E402
+
+EXCERPT = Path(__file__).resolve().parents[2] / "shared" / "tb2lite" / "replay_excerpt.jsonl"
+GROUPS = ["code", "data_processing", "data_querying", "data_science", "debugging", "dependency_management",
+          "file_operations", "math", "model_training", "scientific_computing", "security",
+          "software_engineering", "swe", "system_administration"]  # the 14 groups of SPEC §1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="output .jsonl (outside the project)")
+    parser.add_argument("--steps", type=int, default=303, help="about how many steps to write")
+    args = parser.parse_args()
+    base = load_replay(EXCERPT).steps
+    out, n = [], 0
+    while len(out) < args.steps:
+        task = f"task-{n:03d}"
+        src = base[0].task_id if n % 2 == 0 else base[-1].task_id
+        group = GROUPS[n % len(GROUPS)]
+        for step in (s for s in base if s.task_id == src):
+            clone = dataclasses.replace(step, task_id=task, sample_idx=n, source_group=group,
+                                        source=f"synthetic/{group}")
+            out.append(step_record(clone))
+        n += 1
+    Path(args.out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out[: args.steps]))
+    print(f"wrote {min(len(out), args.steps)} steps of {n} tasks to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
