@@ -34,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         overrides["replay_path"] = args.replay
     settings = Settings(**overrides)
+    first = not settings.db_path.exists()
+    print(f"{'building' if first else 'opening'} the results database {settings.db_path}"
+          f"{' from ' + str(settings.results_dir) + ' (first start; later starts are quick)' if first else ''} …",
+          file=sys.stderr, flush=True)
     ctx = create_context(settings, args.engine)
+    if ctx.store is None:
+        print(f"warning: results database not open: {ctx.store_error}", file=sys.stderr)
+    else:
+        runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
+        print(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard", file=sys.stderr)
     if ctx.replay_error:
         print(f"warning: {ctx.replay_error}", file=sys.stderr)
     for warning in ctx.startup_warnings:
