@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from lab.settings import Settings
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import build_app, create_context, launch_options, opening_message, startup_report
 
     overrides = {}
     if args.results:
@@ -34,20 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         overrides["replay_path"] = args.replay
     settings = Settings(**overrides)
-    first = not settings.db_path.exists()
-    print(f"{'building' if first else 'opening'} the results database {settings.db_path}"
-          f"{' from ' + str(settings.results_dir) + ' (first start; later starts are quick)' if first else ''} …",
-          file=sys.stderr, flush=True)
+    print(opening_message(settings), file=sys.stderr, flush=True)
     ctx = create_context(settings, args.engine)
-    if ctx.store is None:
-        print(f"warning: results database not open: {ctx.store_error}", file=sys.stderr)
-    else:
-        runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
-        print(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard", file=sys.stderr)
-    if ctx.replay_error:
-        print(f"warning: {ctx.replay_error}", file=sys.stderr)
-    for warning in ctx.startup_warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    for line in startup_report(ctx):
+        print(line, file=sys.stderr)
     demo = build_app(ctx)
     demo.queue(default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, **launch_options())

@@ -249,3 +249,14 @@ def test_batch_on_a_stored_run_never_overwrites_its_source(lab):
     rows = run_batch(ctx, ["altered"], ctx.replay.steps[:2], stop=threading.Event())
     assert rows[0].state.startswith("done") and Path(rows[0].path).name == "altered-replay.json"
     assert source.read_bytes() == before
+
+
+def test_startup_messages_say_what_was_loaded(lab, tmp_path):
+    from lab.ui.app import opening_message, startup_report
+
+    ctx, _ = lab
+    assert opening_message(Settings(results_dir=tmp_path, db_path=tmp_path / "new.duckdb")).startswith("building")
+    assert opening_message(ctx.settings).startswith("opening")
+    report = startup_report(ctx)
+    runs = int(ctx.query("SELECT count(*) AS n FROM runs").iloc[0]["n"])
+    assert report[0].startswith(f"results: {runs} runs with ")

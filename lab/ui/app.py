@@ -140,6 +140,28 @@ def _header(ctx: LabContext) -> str:
     )
 
 
+def opening_message(settings: Settings) -> str:
+    """What the console says before the (possibly slow, first-start) database build."""
+    if settings.db_path.exists():
+        return f"opening the results database {settings.db_path} …"
+    return (f"building the results database {settings.db_path} from {settings.results_dir} "
+            "(first start; later starts are quick) …")
+
+
+def startup_report(ctx: LabContext) -> list[str]:
+    """Console lines after start-up: what was loaded, and every problem as a warning."""
+    lines = []
+    if ctx.store is None:
+        lines.append(f"warning: results database not open: {ctx.store_error}")
+    else:
+        runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
+        lines.append(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard")
+    if ctx.replay_error:
+        lines.append(f"warning: {ctx.replay_error}")
+    lines.extend(f"warning: {w}" for w in ctx.startup_warnings)
+    return lines
+
+
 def launch_options() -> dict:
     """Gradio 6 takes theme, css and head at launch()."""
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
