@@ -65,3 +65,18 @@ def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
         yield base
     finally:
         stop_process(proc)
+
+
+@contextmanager
+def serve_lab(ctx):
+    """Build the lab's Blocks for `ctx` and serve them on a free 127.0.0.1 port; yields (demo, url)."""
+    from lab.ui.app import build_app, launch_options
+
+    demo = build_app(ctx)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                        **launch_options())
+    try:
+        yield demo, f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()

@@ -8,7 +8,8 @@ import pytest
 
 from lab.settings import Settings
 from tests.paths import EXCERPT
-from tests.test_ui_handlers import free_port, write_stored_run
+from tests.helpers_servers import serve_lab
+from tests.test_ui_handlers import write_stored_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -20,7 +21,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import create_context
 
     root = tmp_path_factory.mktemp("browser")
     runs = root / "results" / "runs"
@@ -29,12 +30,8 @@ def served(tmp_path_factory):
                         cache_dir=root / "cache", replay_path=str(EXCERPT))
     ctx = create_context(settings, ["reference", f"stored:{runs / 'altered.json'}"])
     ctx.pool.wait()
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    yield f"http://127.0.0.1:{port}/", stored, ctx
-    demo.close()
+    with serve_lab(ctx) as (_, url):
+        yield url, stored, ctx
 
 
 def shot_dir(tmp_path: Path) -> Path:

@@ -5,14 +5,14 @@ import pytest
 
 from lab.settings import Settings
 from tests.test_browser_compare import ARGS, CHROMIUM, shot_dir
-from tests.test_ui_handlers import free_port
+from tests.helpers_servers import serve_lab
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium")
 
 
 @pytest.fixture
 def served_without_replay(tmp_path, replay_server):
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import create_context
 
     base_url, hits = replay_server
     settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb",
@@ -21,12 +21,8 @@ def served_without_replay(tmp_path, replay_server):
     ctx = create_context(settings, ["reference"])
     ctx.pool.wait()
     assert ctx.replay is None, "no replay configured and nothing cached"
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    yield f"http://127.0.0.1:{port}/", settings, hits
-    demo.close()
+    with serve_lab(ctx) as (_, url):
+        yield url, settings, hits
 
 
 def test_download_button_loads_the_replay_into_compare(served_without_replay, tmp_path):

@@ -7,7 +7,8 @@ from lab.settings import Settings
 from tests.paths import EXCERPT
 from tests.test_browser_compare import ARGS, CHROMIUM, shot_dir
 from tests.test_store_common import make_results_dir
-from tests.test_ui_handlers import free_port, write_stored_run
+from tests.helpers_servers import serve_lab
+from tests.test_ui_handlers import write_stored_run
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
@@ -18,7 +19,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The lab with the shipped leaderboards and one imported lab run; only `reference` loaded."""
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import create_context
 
     root = tmp_path_factory.mktemp("browser-results")
     results = make_results_dir(root)
@@ -27,12 +28,8 @@ def served(tmp_path_factory):
                         cache_dir=root / "cache", replay_path=str(EXCERPT))
     ctx = create_context(settings, ["reference"])
     ctx.pool.wait()
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    yield f"http://127.0.0.1:{port}/", ctx
-    demo.close()
+    with serve_lab(ctx) as (_, url):
+        yield url, ctx
     ctx.pool.close_all()
 
 

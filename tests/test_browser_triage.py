@@ -11,7 +11,7 @@ from lab.settings import Settings
 from lab.triage import SliceSpec, annotations_for
 from tests.test_browser_compare import ARGS, CHROMIUM, shot_dir
 from tests.test_triage_common import EXCERPT, write_results
-from tests.test_ui_handlers import free_port
+from tests.helpers_servers import serve_lab
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
@@ -21,19 +21,15 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import create_context
 
     root = tmp_path_factory.mktemp("browser-triage")
     write_results(root / "results" / "runs")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",
                         cache_dir=root / "cache", replay_path=str(EXCERPT))
     ctx = create_context(settings)
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    yield f"http://127.0.0.1:{port}/", ctx
-    demo.close()
+    with serve_lab(ctx) as (_, url):
+        yield url, ctx
 
 
 def test_filter_tag_and_export_in_the_browser(served, tmp_path):

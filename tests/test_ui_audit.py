@@ -160,21 +160,16 @@ def test_browser_fills_the_audit_panel_when_opened(ctx):
     """The panel is computed on first opening (hidden Gradio components + JS), in real Chromium."""
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import build_app, launch_options
-    from tests.test_ui_handlers import free_port
+    from tests.helpers_servers import serve_lab
 
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    try:
+    with serve_lab(ctx) as (_, url):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(20_000)
             ctx.audits.drop(lambda key: key[0] == TINY)  # the first step's audit was computed above
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(url)
             panel = page.locator(f'#lab-columns details.lab-audit[data-audit-engine="{TINY}"]')
             expect(panel).to_have_attribute("data-audit", "pending")
             panel.locator("summary").click()
@@ -182,5 +177,3 @@ def test_browser_fills_the_audit_panel_when_opened(ctx):
             expect(panel).to_contain_text("identical")
             expect(panel.locator("summary")).to_contain_text("fits")
             browser.close()
-    finally:
-        demo.close()

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from lab.runs.resultfile import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.metrics import score_units
 from lab.settings import Settings
+from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
@@ -57,16 +56,10 @@ def write_stored_run(path: Path, name: str, offset: int = 0) -> dict:
     return result
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A real lab (excerpt replay, reference + one stored run) served on 127.0.0.1."""
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import create_context
 
     root = tmp_path_factory.mktemp("ui")
     results = root / "results"
@@ -76,12 +69,8 @@ def lab(tmp_path_factory):
                         cache_dir=root / "cache", replay_path=str(EXCERPT))
     ctx = create_context(settings, ["reference", f"stored:{runs / 'altered.json'}"])
     ctx.pool.wait()
-    demo = build_app(ctx)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
-    yield ctx, demo, f"http://127.0.0.1:{port}/", stored
-    demo.close()
+    with serve_lab(ctx) as (demo, url):
+        yield ctx, demo, url, stored
 
 
 def test_step_outputs_show_reference_and_stored_metrics(lab):

@@ -16,7 +16,7 @@ from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.loading import check_model_source, load_failure
 from lab.engines.presets import ENGINE_KEYS, load_engine_defaults
 from lab.engines.spec import as_bool, as_number, short_name
-from lab.errors import EngineLoadError, EngineSpecError
+from lab.errors import EngineLoadError
 
 VLLM_MISSING = "vLLM is not installed: pip install -r requirements-gpu.txt (needs a CUDA GPU)"
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)

@@ -14,7 +14,7 @@ from lab.data.step import Step
 from lab.engines.base import Engine, Sampling
 from lab.errors import LabError
 from lab.prompts.guard import check_context, context_stats
-from lab.prompts.render import RenderedPrompt, template_metadata
+from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import gradio as gr
 
