@@ -253,7 +253,7 @@ class OpenAIEngine(EngineBase):
 
     def refused(self) -> list[str]:
         """Request fields some replica refuses (the lab leaves them out there), sorted."""
-        return sorted({k for r in self.replicas.replicas for k in r.refused})
+        return sorted({k for r in self.replicas.replicas for k in list(r.refused)})
 
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys: the endpoints, concurrency, the server's max_model_len and
