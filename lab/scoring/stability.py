@@ -29,7 +29,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass(frozen=True)
 class SampleStats:
-    """One step's figures over its samples."""
+    """One step's figures over its samples (mean and std unrounded; round them for display)."""
 
     n: int
     f1_mean: float
@@ -51,8 +51,8 @@ def sample_stats(samples: Sequence[dict], threshold: float = DEFAULT_PASS_THRESH
     f1s = [float(s["command_f1"]) for s in samples]
     return SampleStats(
         n=len(f1s),
-        f1_mean=round(fmean(f1s), 4),
-        f1_std=round(pstdev(f1s), 4),
+        f1_mean=fmean(f1s),
+        f1_std=pstdev(f1s),
         f1_min=min(f1s),
         f1_max=max(f1s),
         n_pass=sum(f >= threshold for f in f1s),

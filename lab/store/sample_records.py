@@ -67,8 +67,8 @@ def sample_tables(run_id: str, result: dict, name: str) -> tuple[pa.Table, pa.Ta
             st = sample_stats(row["samples"], threshold)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ResultFileError(f"{name}: step {key} samples: {type(exc).__name__}: {exc}") from None
-        for field, value in (("run_id", run_id), ("step_key", key), ("n_samples", st.n), ("f1_mean", st.f1_mean),
-                             ("f1_std", st.f1_std), ("f1_min", st.f1_min), ("f1_max", st.f1_max),
+        for field, value in (("run_id", run_id), ("step_key", key), ("n_samples", st.n), ("f1_mean", round(st.f1_mean, 4)),
+                             ("f1_std", round(st.f1_std, 4)), ("f1_min", st.f1_min), ("f1_max", st.f1_max),
                              ("f1_spread", st.spread), ("n_pass", st.n_pass), ("pass_threshold", threshold),
                              ("n_distinct", st.n_distinct)):
             stats[field].append(value)
