@@ -6,18 +6,70 @@ metrics and the aggregate's sampling figures from the stored units, as `lab resc
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Callable
 
+import yaml
+
 from lab.data.step import Step
+from lab.errors import LabError
 from lab.engines.base import Engine, Sampling
 from lab.prompts.render import RenderedPrompt
 from lab.runs.pipeline import StepResult, run_steps
 from lab.runs.resultfile import coerce_units
+from lab.settings import PROJECT_ROOT
 from lab.scoring.metrics import score_batch
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, sampled_rows, stability_aggregate
 
 DEFAULT_SEED = 0
+DEFAULTS_PATH = PROJECT_ROOT / "assets" / "stability.yaml"
+
+
+@dataclass(frozen=True)
+class StabilityDefaults:
+    """assets/stability.yaml: Compare's and Triage's defaults for sampling stability."""
+
+    samples: int = 5
+    seed: int = DEFAULT_SEED
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
+    unstable_spread: float = 0.5
+    fallback_temperature: float = 0.7
+    fallback_top_p: float = 0.95
+
+
+@lru_cache(maxsize=1)
+def load_stability_defaults(path: str | None = None) -> StabilityDefaults:
+    """Read the defaults file (LabError naming it when it is malformed)."""
+    p = path or str(DEFAULTS_PATH)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+        fallback = data.get("fallback_sampling") or {}
+        return StabilityDefaults(
+            samples=int(data.get("samples", 5)), seed=int(data.get("seed", DEFAULT_SEED)),
+            pass_threshold=float(data.get("pass_threshold", DEFAULT_PASS_THRESHOLD)),
+            unstable_spread=float(data.get("unstable_spread", 0.5)),
+            fallback_temperature=float(fallback.get("temperature", 0.7)),
+            fallback_top_p=float(fallback.get("top_p", 0.95)),
+        )
+    except (OSError, yaml.YAMLError, TypeError, ValueError, AttributeError) as exc:
+        raise LabError(f"{p}: cannot read the sampling-stability defaults ({exc}); fix or delete the file") from None
+
+
+def sampling_for_samples(default: Sampling, temperature: float | None = None, top_p: float | None = None,
+                         max_tokens: int | None = None) -> Sampling:
+    """Sampling for N answers: the values given, else the engine's preset when it samples
+    (temperature > 0, e.g. the GRPO card's 0.7/0.95), else the defaults file's fallback."""
+    defaults = load_stability_defaults()
+    greedy = default.temperature <= 0
+    temp = temperature if temperature is not None else (defaults.fallback_temperature if greedy else default.temperature)
+    if top_p is None:
+        top_p = defaults.fallback_top_p if greedy and temperature is None else default.top_p
+    changes = {"temperature": float(temp), "top_p": float(top_p)}
+    if max_tokens is not None:
+        changes["max_tokens"] = int(max_tokens)
+    return replace(default, **changes)
 METRIC_KEYS = ("first_cmd_exact", "command_precision", "command_recall", "command_f1")
 
 

@@ -121,3 +121,20 @@ def collapse_answers(samples: Sequence[dict]) -> list[AnswerGroup]:
         group.raw_variants = len(raws[key])
     order = {key: pos for pos, key in enumerate(groups)}
     return sorted(groups.values(), key=lambda g: (-g.count, -g.command_f1, order[tuple(g.units)]))
+
+
+@dataclass
+class SampleSummary:
+    """What a viewer shows for one engine's samples of one step: figures, pass@k, collapsed answers."""
+
+    stats: SampleStats
+    pass_at_k: dict[int, float]
+    groups: list[AnswerGroup]
+    threshold: float
+
+
+def summarize_samples(samples: Sequence[dict], threshold: float = DEFAULT_PASS_THRESHOLD) -> SampleSummary:
+    """Figures, pass@k for k = 1…n and the collapsed answers of one step's samples."""
+    stats = sample_stats(samples, threshold)
+    ks = {k: pass_at_k(stats.n, stats.n_pass, k) for k in range(1, stats.n + 1)}
+    return SampleSummary(stats, ks, collapse_answers(samples), threshold)
