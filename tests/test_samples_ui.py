@@ -100,7 +100,7 @@ def test_sample_n_on_all_engines_over_http(lab):
     ctx, url, files = lab
     key = ctx.step_keys()[0]
     client = Client(url, verbose=False)
-    html = client.submit(key, 3, 1.0, None, 21, api_name="/sample_step").result()
+    html = client.submit(key, 3, "1.0", "", 21, api_name="/sample_step").result()
     blocks = {m.group(1): m.group(0) for m in re.finditer(r'<div class="lab-samples" data-engine="([^"]+)">.*?</table>',
                                                            html, re.S)}
     assert set(blocks) == {"reference", "shaky", "tiny"}
@@ -114,7 +114,7 @@ def test_sample_n_on_all_engines_over_http(lab):
     tiny = ctx.sample_sets.get(("tiny", ctx.pool.status()[2]["spec"], key))
     assert tiny is not None and [s["seed"] for s in tiny.samples] == [21, 22, 23]
     assert len({s["raw_output"] for s in tiny.samples}) > 1
-    again = client.submit(key, 3, 1.0, None, 21, api_name="/sample_step").result()
+    again = client.submit(key, 3, "1.0", "", 21, api_name="/sample_step").result()
     tiny2 = ctx.sample_sets.get(("tiny", ctx.pool.status()[2]["spec"], key))
     assert [s["raw_output"] for s in tiny2.samples] == [s["raw_output"] for s in tiny.samples]
     assert "tiny" in again
@@ -124,8 +124,9 @@ def test_sample_inputs_are_checked(lab):
     from lab.errors import LabError
     from lab.ui.samples_panel import check_inputs
 
-    assert check_inputs(5, None, None, 0) == (5, None, None, 0)
-    for bad in ((0, None, None, 0), (5, -1, None, 0), (5, 0.7, 1.5, 0)):
+    assert check_inputs(5, "", " ", 0) == (5, None, None, 0)
+    assert check_inputs(3, "0.7", "0.95", 2) == (3, 0.7, 0.95, 2)
+    for bad in ((0, "", "", 0), (5, "-1", "", 0), (5, "0.7", "1.5", 0), (5, "warm", "", 0)):
         with pytest.raises(LabError):
             check_inputs(*bad)
 
@@ -163,3 +164,18 @@ def test_triage_unstable_steps_by_run_and_head_to_head(lab):
     summary = head_to_head_summary(table).set_index("verdict")
     assert summary.loc["by mean sample F1"].sum() == len(table) == len(files["steady"]["per_step"])
     assert verdict_flips(table) == int((table["samples_say"] != table["greedy_says"]).sum())
+
+
+def test_triage_stability_endpoints_over_http(lab):
+    from gradio_client import Client
+
+    ctx, url, files = lab
+    client = Client(url, verbose=False)
+    line, table, plot = client.predict([], 0.5, api_name="/unstable_steps")
+    assert re.search(r"\*\*\d+\*\* unstable steps", line) and "2 sampled runs" in line
+    assert table["headers"][:3] == ["run", "run_id", "step_key"] and len(table["data"]) > 0
+    assert plot is not None
+    ids = list(ctx.query("SELECT run_id FROM runs ORDER BY model_short")["run_id"])  # shaky, steady
+    summary, note, fig, rows = client.predict(ids[1], ids[0], 0.0, api_name="/samples_head_to_head")
+    assert summary["headers"] == ["verdict", "A better", "B better", "tie"]
+    assert len(rows["data"]) == len(files["steady"]["per_step"]) and "steps both runs sampled" in note

@@ -76,10 +76,21 @@ def sample_all(ctx: LabContext, key: str, n: int, temperature: float | None, top
         yield [sets[e.name] for e in entries]
 
 
-def check_inputs(n: float | None, temperature: float | None, top_p: float | None, seed: float | None) -> tuple:
+def _optional_number(name: str, value: object) -> float | None:
+    """A text box's number; empty means None (the engine's preset)."""
+    if value is None or isinstance(value, str) and not value.strip():
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise LabError(f"{name}: '{value}' is not a number; give one or leave it empty for each engine's preset") from None
+
+
+def check_inputs(n: float | None, temperature: object, top_p: object, seed: float | None) -> tuple:
     """(n, temperature, top_p, seed) from the page, or LabError naming the bad field."""
+    temperature, top_p = _optional_number("temperature", temperature), _optional_number("top_p", top_p)
     if n is None or not 1 <= int(n) <= MAX_UI_SAMPLES:
-        raise LabError(f"samples: give a number from 1 to {MAX_UI_SAMPLES}")
+        raise LabError(f"samples N: give a number from 1 to {MAX_UI_SAMPLES}")
     if temperature is not None and not 0 <= float(temperature) <= 5:
         raise LabError("temperature: give a value from 0 to 5, or leave it empty for each engine's preset")
     if top_p is not None and not 0 < float(top_p) <= 1:
@@ -95,10 +106,12 @@ def build_samples_panel(ctx: LabContext, step: gr.Dropdown) -> None:
         with gr.Row(equal_height=True):
             n = gr.Number(defaults.samples, label="samples N", precision=0, minimum=1, maximum=MAX_UI_SAMPLES,
                           elem_id="lab-samples-n", scale=1)
-            temperature = gr.Number(None, label=f"temperature (empty: the preset's; greedy presets "
-                                    f"{defaults.fallback_temperature:g})", elem_id="lab-samples-temperature", scale=2)
-            top_p = gr.Number(None, label=f"top_p (empty: the preset's; greedy presets {defaults.fallback_top_p:g})",
-                              elem_id="lab-samples-top-p", scale=2)
+            # text boxes, not numbers: empty must mean "the preset's" (an empty gr.Number sends 0)
+            temperature = gr.Textbox("", label=f"temperature (empty: the preset's; greedy presets "
+                                     f"{defaults.fallback_temperature:g})", placeholder="preset",
+                                     elem_id="lab-samples-temperature", scale=2)
+            top_p = gr.Textbox("", label=f"top_p (empty: the preset's; greedy presets {defaults.fallback_top_p:g})",
+                               placeholder="preset", elem_id="lab-samples-top-p", scale=2)
             seed = gr.Number(defaults.seed, label="seed of sample 0", precision=0, elem_id="lab-samples-seed", scale=1)
             go = gr.Button("Sample N on all engines", elem_id="lab-sample", scale=1)
         first = ctx.replay.steps[0].key if ctx.replay and ctx.replay.steps else None
