@@ -27,9 +27,11 @@ STYLE = """<style>
 .lab-strip{position:relative;margin:4px 10px 4px 6px;border-bottom:2px solid #999;min-width:160px;max-width:520px}
 .lab-strip-tick{position:absolute;bottom:-16px;font-size:.7em;color:#888}
 .lab-dot{position:absolute;width:10px;height:10px;border-radius:50%;border:1px solid #555}
-.lab-answers{border-collapse:collapse;font-size:.85em;margin-top:18px;width:100%}
+.lab-answers{border-collapse:collapse;font-size:.85em;margin-top:22px;width:100%;table-layout:fixed}
 .lab-answers td,.lab-answers th{border-top:1px solid #eee;padding:2px 6px;vertical-align:top;text-align:left}
-.lab-answers code{display:inline-block;margin:0 4px 2px 0;white-space:pre-wrap;word-break:break-all}
+.lab-answers th:nth-child(1),.lab-answers th:nth-child(2){width:4.5em}
+.lab-answers code{display:inline-block;margin:0 4px 2px 0;padding:0 3px;white-space:pre-wrap;word-break:break-all;
+background:rgba(127,127,127,.12);border:1px solid rgba(127,127,127,.3);border-radius:3px}
 .lab-count{font-weight:bold;white-space:nowrap}
 </style>"""
 
