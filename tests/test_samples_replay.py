@@ -186,3 +186,31 @@ def test_collapse_answers_most_frequent_first():
     groups = collapse_answers(samples)
     assert [(g.units, g.count, g.samples, g.raw_variants) for g in groups] == [
         (["ls"], 3, [0, 2, 3], 2), (["cd /app"], 1, [1], 1), ([], 1, [4], 1)]
+
+
+def test_sampled_replay_resumes_and_refuses_other_n(tmp_path):
+    """An interrupted `--samples 3` run resumes with its samples; a resume with another N is refused."""
+    import threading
+
+    from lab.data import load_replay
+    from lab.engines import create_engine
+    from lab.errors import LabError
+    from lab.runs.replay import ReplayConfig, replay
+
+    steps = load_replay(EXCERPT, mode="corrected").steps
+    engine = create_engine("reference")
+    engine.load()
+    stop = threading.Event()
+    config = ReplayConfig(out_dir=tmp_path, chunk_size=4, run_name="r", samples=3)
+    with pytest.raises(InterruptedError):
+        replay(engine, steps, config, progress=lambda done, total, agg: done >= 4 and stop.set(), stop=stop)
+    config.resume, config.samples = True, 2
+    with pytest.raises(LabError, match="different samples"):
+        replay(engine, steps, config)
+    config.samples = 3
+    result = read_result_file(replay(engine, steps, config))
+    assert [f"{r['task_id']}/{r['step_idx']}" for r in result["per_step"]] == [s.key for s in steps]
+    assert all([s["seed"] for s in r["samples"]] == [0, 1, 2] for r in result["per_step"])
+    agg = result["aggregate"]
+    assert agg["mean_f1_over_samples"] == 1.0 and agg["f1_std_mean"] == 0.0 and agg["pass_at_k"] == {
+        "1": 1.0, "2": 1.0, "3": 1.0}
