@@ -179,3 +179,18 @@ def test_triage_stability_endpoints_over_http(lab):
     summary, note, fig, rows = client.predict(ids[1], ids[0], 0.0, api_name="/samples_head_to_head")
     assert summary["headers"] == ["verdict", "A better", "B better", "tie"]
     assert len(rows["data"]) == len(files["steady"]["per_step"]) and "steps both runs sampled" in note
+
+
+def test_malformed_stored_samples_are_a_message(tmp_path):
+    from lab.ui.samples_view import ERROR, render_sample_set, stored_set
+
+    steps = load_replay(str(EXCERPT)).steps
+    data = sampled_result(steps[:2], "broken", steady)
+    del data["per_step"][0]["samples"][1]["command_f1"]
+    write_result_file(tmp_path / "broken.json", data)
+    engine = create_engine(f"stored:{tmp_path / 'broken.json'}")
+    engine.load()
+    bad = stored_set("broken", engine, steps[0], 0.5)
+    assert bad.state == ERROR and "malformed samples" in bad.error
+    assert "malformed samples" in render_sample_set(bad) and "Traceback" not in render_sample_set(bad)
+    assert stored_set("broken", engine, steps[1], 0.5).state == "ready"

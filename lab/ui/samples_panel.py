@@ -10,7 +10,7 @@ import gradio as gr
 from lab.errors import LabError
 from lab.runs.samples import load_stability_defaults
 from lab.ui.context import EngineEntry, LabContext, LRUCache
-from lab.ui.samples_view import RUNNING, SampleSet, plan_sampling, render_samples, sample_engine, stored_set
+from lab.ui.samples_view import NONE, RUNNING, SampleSet, plan_sampling, render_samples, sample_engine, stored_set
 
 MAX_UI_SAMPLES = 50
 
@@ -40,7 +40,7 @@ def current_sets(ctx: LabContext, key: str | None) -> list[SampleSet]:
             sets.append(cached)
         elif entry.kind == "stored" and entry.engine is not None:
             stored = stored_set(entry.name, entry.engine, step, threshold)
-            if stored.samples:
+            if stored.state != NONE:  # its samples, or why they cannot be shown
                 sets.append(stored)
     return sets
 

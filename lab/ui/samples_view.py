@@ -82,8 +82,12 @@ def stored_set(name: str, engine: Any, step: Step, threshold: float) -> SampleSe
     samples = stored_samples(engine, step)
     if not samples:
         return SampleSet(name, NONE, source="stored")
-    threshold = stored_threshold(engine, threshold)
-    return SampleSet(name, READY, samples, None, "stored", summary=summarize_samples(samples, threshold))
+    try:
+        summary = summarize_samples(samples, stored_threshold(engine, threshold))
+    except (KeyError, TypeError, ValueError) as exc:  # a hand-edited file: say which, never a traceback
+        return SampleSet(name, ERROR, source="stored",
+                         error=f"{getattr(engine, 'path', name)}: step {step.key} has malformed samples ({exc!r})")
+    return SampleSet(name, READY, samples, None, "stored", summary=summary)
 
 
 def plan_sampling(engine: Any, temperature: float | None, top_p: float | None) -> Sampling:
