@@ -23,6 +23,7 @@ from lab.ui.render_html import (
     render_f1_gap,
     render_notice,
 )
+from lab.ui.whatif_view import build_whatif_view
 from lab.ui.step_view import (
     AUDIT_DISPLAY_ONLY,
     AUDIT_ERROR,
@@ -395,6 +396,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                 heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
                                           allow_custom_value=True)
                 heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+        build_whatif_view(ctx, step, show_all)
         # the prompt audit panels ask for their content through these (see SHORTCUTS_JS)
         audit_request = gr.Textbox(visible="hidden", elem_id="lab-audit-request")
         audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
