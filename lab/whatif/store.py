@@ -55,11 +55,8 @@ class DuckWhatIfStore:
         return whatif.edit_id
 
     def save_result(self, result: WhatIfResult) -> None:
-        rec = result.record()
-        values = [rec[c] if c not in ("pred_units", "ref_units", "metrics") else json.dumps(rec[c])
-                  for c in RESULT_COLUMNS]
-        values[-1] = result.created_at
-        values[RESULT_COLUMNS.index("command_f1")] = result.f1
+        rec = {**result.record(), "command_f1": result.f1, "created_at": result.created_at}
+        values = [json.dumps(rec[c]) if c in ("pred_units", "ref_units", "metrics") else rec[c] for c in RESULT_COLUMNS]
         cols = ", ".join(RESULT_COLUMNS)
         self.store.execute(f"INSERT INTO whatif_results ({cols}) VALUES ({', '.join('?' * len(values))})", values)
 
