@@ -22,6 +22,7 @@ def whatif_engine_view(result: WhatIfResult) -> EngineView:
         spec=result.engine_spec, name=result.engine_name, state=READY if not result.error else "error",
         error=result.error, kind=result.engine_kind, prompt_text=result.edited_prompt,
         prompt_status=result.prompt_status, prompt_tokens=result.prompt_tokens, raw_output=result.raw_output,
+        latency_s=result.latency_s,
         pred_units=list(result.pred_units), metrics=dict(result.metrics) or None,
         ref_rows=ref_rows, pred_rows=pred_rows,
     )

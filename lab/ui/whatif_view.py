@@ -129,9 +129,26 @@ def saved_results_html(ctx: LabContext, keeper: WhatIfKeeper, edit_id: str, full
     for result in keeper.results(edit_id):
         entry = entries.get(result.engine_name)
         original = engine_view(ctx, entry, step) if entry is not None and step is not None else None
+        if entry is not None and entry.engine is not None and step is not None:
+            with_prompts(result, entry.engine, step, whatif)
         pairs.append((original if original is not None and original.state == "ready" else None, result,
                       result.engine_name))
     return render_whatif_results(whatif, pairs, where_kept(keeper), full)
+
+
+def with_prompts(result: WhatIfResult, engine, step, whatif: WhatIf) -> None:
+    """Fill a stored result's original and edited prompts (only its patch is stored) by rendering
+    the step again for its engine, when that engine is loaded; left empty on any failure."""
+    from lab.runs.pipeline import render_for_engine
+    from lab.whatif.apply import apply_whatif
+
+    if result.original_prompt or result.edited_prompt:
+        return
+    try:
+        result.original_prompt = render_for_engine(engine, step).text
+        result.edited_prompt = render_for_engine(engine, apply_whatif(step, whatif)).text
+    except Exception:  # noqa: BLE001 - the stored patch is shown instead
+        result.original_prompt = result.edited_prompt = ""
 
 
 @dataclass

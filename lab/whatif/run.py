@@ -35,6 +35,7 @@ class WhatIfResult:
     ref_units: list[str]
     metrics: dict[str, float]
     valid_json: bool | None
+    latency_s: float | None
     error: str | None
     answers_from_data: bool  # reference/stored engines: the edit cannot change their answer
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc).replace(tzinfo=None))
@@ -84,6 +85,7 @@ def run_whatif(engine: Any, step: Step, whatif: WhatIf, spec: str = "", name: st
         metrics={k: float(row[k]) for k in ("first_cmd_exact", "command_precision", "command_recall", "command_f1")
                  if k in row},
         valid_json=row.get("valid_json"),
+        latency_s=row.get("latency_s"),
         error=error,
         answers_from_data=kind in PROMPT_FREE_KINDS,
         original_prompt=original_prompt.text,

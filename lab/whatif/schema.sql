@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS whatif_results (
     metrics           VARCHAR,          -- JSON {first_cmd_exact, command_precision, command_recall, command_f1}
     command_f1        DOUBLE,
     valid_json        BOOLEAN,
+    latency_s         DOUBLE,
     error             VARCHAR,
     answers_from_data BOOLEAN,
     created_at        TIMESTAMP NOT NULL

@@ -16,7 +16,7 @@ from lab.whatif.validate import check_whatif, limits
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 RESULT_COLUMNS = ("edit_id", "step_key", "engine_spec", "engine_name", "engine_kind", "model_id", "patch",
                   "prompt_status", "prompt_tokens", "raw_output", "pred_units", "ref_units", "metrics",
-                  "command_f1", "valid_json", "error", "answers_from_data", "created_at")
+                  "command_f1", "valid_json", "latency_s", "error", "answers_from_data", "created_at")
 
 
 class WhatIfKeeper(Protocol):
