@@ -34,6 +34,8 @@ def served(tmp_path_factory, tiny_model_dir):
     tiny.engine.default_sampling = Sampling(temperature=1.0, max_tokens=24, seed=7)  # seeded: reproducible
     with serve_lab(ctx) as (_, url):
         yield url, ctx, tiny.name
+    ctx.pool.close_all()
+    ctx.store.close()
 
 
 def test_edit_screen_rerun_on_two_engines(served, tmp_path):
