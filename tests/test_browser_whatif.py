@@ -3,7 +3,8 @@
 original, replay the saved edit on one engine, and find it all in the what-if tables only."""
 from __future__ import annotations
 
-from pathlib import Path
+import json
+import re
 
 import pytest
 
@@ -81,6 +82,13 @@ def test_edit_screen_rerun_on_two_engines(served, tmp_path):
         page.get_by_role("button", name="Replay saved edit on engine").click()
         expect(out.locator('[data-whatif-engine="reference"]')).to_have_count(2)
         expect(out.locator(f'[data-whatif="{edit_id}"]')).to_have_count(3)
+        # export as JSON lines: a download link to the file appears
+        page.get_by_role("button", name="Export what-ifs (JSONL)").click()
+        link = page.locator("#lab-whatif-file a").first
+        expect(link).to_have_attribute("href", re.compile(r"whatifs\.jsonl$"))
+        lines = page.request.get(link.get_attribute("href")).text().splitlines()
+        assert [json.loads(line)["edit_id"] for line in lines] == [edit_id]
+        assert len(json.loads(lines[0])["results"]) == 3
         path = shot_dir(tmp_path) / "compare-whatif.png"
         page.screenshot(path=str(path), full_page=True)
         browser.close()
