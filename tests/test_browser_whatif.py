@@ -72,6 +72,9 @@ def test_edit_screen_rerun_on_two_engines(served, tmp_path):
         whatif_raw = model.locator('[data-side="whatif"] .lab-raw').inner_text()
         assert whatif_raw and original_raw != whatif_raw  # the model answered the edited prompt differently
         expect(model.locator(".lab-whatif-diff")).to_contain_text("-root@cpu1-0021:/app#")
+        # the originals the re-run generated now fill Compare's own columns too (never the what-if answer)
+        main_raw = page.locator('#lab-columns .lab-col[data-engine*="tiny"] .lab-raw')
+        expect(main_raw).to_have_text(original_raw)
 
         # the saved edit is offered for this step; replay it on the reference engine from the page
         edit_id = ctx.query("SELECT edit_id FROM whatif_edits").iloc[0]["edit_id"]

@@ -159,6 +159,7 @@ class WhatIfView:
     text: gr.Textbox
     run: gr.Button
     out: gr.HTML
+    ran: object = None  # the re-run event (Compare chains a refresh of its columns on it)
 
 
 def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox) -> WhatIfView:
@@ -271,9 +272,9 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
     step.change(on_step, step, [field, text, saved, engine, out], show_progress="hidden", api_visibility="private")
     field.input(on_field, reset_inputs, text, show_progress="hidden", api_visibility="private")
     reset.click(on_field, reset_inputs, text, show_progress="hidden", api_visibility="private")
-    run.click(on_run, [step, field, text, note, show_all], [out, saved], show_progress="minimal",
-              api_name="whatif_run")
+    ran = run.click(on_run, [step, field, text, note, show_all], [out, saved], show_progress="minimal",
+                    api_name="whatif_run")
     saved.input(on_saved, [saved, show_all], out, show_progress="hidden", api_visibility="private")
     replay.click(on_replay, [saved, engine, show_all], out, show_progress="minimal", api_name="whatif_replay")
     export.click(on_export, None, export_file, show_progress="hidden", api_name="whatif_export")
-    return WhatIfView(field, text, run, out)
+    return WhatIfView(field, text, run, out, ran)
