@@ -46,7 +46,8 @@ def keeper_for(ctx: LabContext, session: str | None) -> WhatIfKeeper:
     """The shared store's what-if tables when the lab allows it, else this session's memory."""
     if ctx.settings.whatif_shared and ctx.store is not None:
         with _SHARED_LOCK:
-            if id(ctx.store) not in _SHARED:
+            known = _SHARED.get(id(ctx.store))
+            if known is None or known.store is not ctx.store:  # an id can be reused after a store closes
                 with ctx._store_lock:
                     _SHARED[id(ctx.store)] = DuckWhatIfStore(ctx.store)
             return LockedKeeper(_SHARED[id(ctx.store)], ctx._store_lock)
@@ -60,7 +61,7 @@ def keeper_for(ctx: LabContext, session: str | None) -> WhatIfKeeper:
 
 def where_kept(keeper: WhatIfKeeper) -> str:
     return ("kept in the store's whatif_* tables, never in a run's score" if keeper.shared
-            else "kept in this browser session only (public lab: not written to the shared store)")
+            else "kept in this browser session only (not written to the shared store)")
 
 
 def field_choices(ctx: LabContext, key: str | None) -> list[tuple[str, str]]:
