@@ -23,6 +23,7 @@ from lab.ui.render_html import (
     render_f1_gap,
     render_notice,
 )
+from lab.ui.whatif_view import build_whatif_view
 from lab.ui.step_view import (
     AUDIT_DISPLAY_ONLY,
     AUDIT_ERROR,
@@ -395,6 +396,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                 heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
                                           allow_custom_value=True)
                 heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+        whatif = build_whatif_view(ctx, step, show_all)
         # the prompt audit panels ask for their content through these (see SHORTCUTS_JS)
         audit_request = gr.Textbox(visible="hidden", elem_id="lab-audit-request")
         audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
@@ -479,6 +481,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
         show_progress="minimal", api_name="generate",
     )
+    whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
     audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
