@@ -15,7 +15,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
 from lab.engines.servers.config import log_dir, log_file_name, server_settings
 from lab.engines.servers.gpu_memory import gpu_memory_gb
-from lab.engines.servers.supervisor import READY, ManagedServer
+from lab.engines.servers.supervisor import READY, ManagedServer, ServerFailed
 from lab.engines.spec import as_number
 from lab.errors import EngineLoadError, EngineSpecError
 
@@ -32,6 +32,7 @@ class ManagedEngine(EngineBase):
     """A model served by a supervised local process; generation goes through the OpenAI client."""
 
     managed = True  # the pool starts these one at a time
+    MISSING_HINT = ""  # what to do when the server's executable cannot be started
     PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
 
     def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
@@ -87,7 +88,10 @@ class ManagedEngine(EngineBase):
             self.name, self.server_argv, log_dir() / log_file_name(self.name),
             env=self.server_env(), ready_timeout=self.ready_timeout,
         )
-        self.server.start()
+        try:
+            self.server.start()
+        except ServerFailed as exc:
+            raise ServerFailed(f"{exc}. {self.MISSING_HINT}".rstrip(". ")) from None
         try:
             self.server.wait_ready()
             self._connect()

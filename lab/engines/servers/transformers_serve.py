@@ -44,6 +44,7 @@ class TransformersServeEngine(ManagedEngine):
     """A `transformers serve` process for one model (CPU or GPU)."""
 
     kind = "transformers-serve"
+    MISSING_HINT = "install the lab's requirements (transformers[serving]) or set LAB_TRANSFORMERS to a `transformers` executable"
     OPTIONS = {
         **MANAGED_OPTIONS,
         "device": "auto | cpu | cuda | cuda:N (default auto)",

@@ -131,6 +131,8 @@ class VLLMServerEngine(ManagedEngine):
     """`vllm serve` for one model (and at most one LoRA adapter), supervised by the lab."""
 
     kind = "vllm"
+    MISSING_HINT = ("install vLLM in its own environment (README, GPU section: requirements-vllm.txt) and set "
+                    "LAB_VLLM to its `vllm` executable")
     OPTIONS = {
         **MANAGED_OPTIONS,
         **{key: "vLLM engine setting (server flag)" for key in ENGINE_KEYS},
