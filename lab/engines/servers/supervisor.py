@@ -47,15 +47,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A preexec_fn that asks Linux to SIGTERM the child when the lab dies (no-op elsewhere)."""
+def _load_prctl():
+    """libc's prctl, loaded once in the lab (never in a freshly forked child); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn asking Linux to SIGTERM the child when the lab dies (None where unsupported).
+    It only makes system calls: the lab has threads, so the child must not allocate or lock."""
+    if _prctl is None:
+        return None
 
     def preexec() -> None:
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except OSError:
-            return
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
         if os.getppid() != parent_pid:  # the lab died before prctl took effect
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -68,7 +80,7 @@ _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-server-spaw
 
 
 def _spawn(argv: list[str], env: dict, log_file) -> subprocess.Popen:
-    preexec = _die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None
+    preexec = _die_with_parent(os.getpid())
     return subprocess.Popen(
         argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         start_new_session=True, preexec_fn=preexec, close_fds=True,
