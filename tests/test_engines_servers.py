@@ -245,3 +245,22 @@ def test_vllm_engine_options_and_executable(monkeypatch):
         create_engine("vllm:org/Model-7B?trust_remote_code=true", presets=PRESETS)
     assert create_engine("vllm:qwen35-2b-sft", presets=PRESETS).concurrency == 64
     assert create_engine("transformers-serve:/m", presets=PRESETS).concurrency == 4
+
+
+def test_engines_table_shows_server_state_port_pid_memory_and_log_tail():
+    from lab.ui.context import EngineEntry
+    from lab.ui.engines_tab import render_engine_table
+
+    ready = EngineEntry("vllm:qwen35-2b-sft", "qwen", "vllm", "ready", server={
+        "state": "ready", "pid": 4242, "port": 8123, "gpu_memory_gb": 17.25, "tail": []})
+    crashed = EngineEntry("transformers-serve:/m", "tiny", "transformers-serve", "crashed",
+                          error="stopped: exit code -9 (SIGKILL) (log /logs/tiny.log)\nINFO: last <line>",
+                          server={"state": "crashed", "pid": 99, "port": 8124, "gpu_memory_gb": None, "tail": ["x"]})
+    waiting = EngineEntry("vllm:/m", "m", "vllm", "loading", server={"state": "waiting to start", "tail": []})
+    html = render_engine_table([ready, crashed, waiting, EngineEntry("reference", "reference", "reference", "ready")])
+    row = html.split('<tr data-engine="qwen">')[1].split("</tr>")[0]
+    assert "<td data-port>8123</td>" in row and "<td data-pid>4242</td>" in row and "17.25 GB" in row
+    row = html.split('<tr data-engine="tiny">')[1].split("</tr>")[0]
+    assert 'data-state="crashed"' in row and "<td data-pid>–</td>" in row and "<td>none</td>" in row
+    assert "stopped: exit code -9 (SIGKILL)" in row and "last &lt;line&gt;" in row
+    assert 'data-state="waiting to start"' in html.split('<tr data-engine="m">')[1]

@@ -156,7 +156,7 @@ class ManagedEngine(EngineBase):
         """State, PID, port, exit code, log file and log tail of the server, GPU memory held."""
         server = self.server
         if server is None:
-            return {"state": "not started", "pid": None, "port": None, "exit_code": None,
+            return {"state": "waiting to start", "pid": None, "port": None, "exit_code": None,
                     "log": None, "tail": [], "gpu_memory_gb": None}
         state = server.state
         return {
