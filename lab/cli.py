@@ -33,6 +33,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    from lab.engines.servers import install_exit_handlers
+
+    install_exit_handlers()  # managed model servers stop with the command
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:

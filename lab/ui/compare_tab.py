@@ -25,6 +25,7 @@ from lab.ui.render_html import (
 )
 from lab.ui.whatif_view import build_whatif_view
 from lab.ui.step_view import (
+    CRASHED,
     AUDIT_DISPLAY_ONLY,
     AUDIT_ERROR,
     AUDIT_PENDING,
@@ -79,8 +80,8 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
     cached = ctx.views.get((entry.name, step.key))
     if cached is not None:
         return cached
-    if entry.state == FAILED:
-        return engine_view_state(entry.spec, entry.name, FAILED, entry.error, entry.kind)
+    if entry.state in (FAILED, CRASHED):
+        return engine_view_state(entry.spec, entry.name, entry.state, entry.error, entry.kind)
     if entry.state == LOADING or entry.engine is None:
         return engine_view_state(entry.spec, entry.name, LOADING, None, entry.kind)
     if entry.instant and compute_instant:

@@ -16,6 +16,7 @@ from lab.ui.step_view import (
     AUDIT_ERROR,
     AUDIT_PENDING,
     AUDIT_VERBATIM,
+    CRASHED,
     ERROR,
     FAILED,
     LOADING,
@@ -43,6 +44,7 @@ STATE_LABELS = {
     LOADING: "engine loading…",
     FAILED: "engine failed to load",
     ERROR: "generation failed",
+    CRASHED: "engine server crashed",
 }
 
 
@@ -303,7 +305,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
     )
     if view.state != "ready":
         label = STATE_LABELS.get(view.state, view.state)
-        cls = "lab-error-box" if view.state in (ERROR, FAILED) else "lab-state-box"
+        cls = "lab-error-box" if view.state in (ERROR, FAILED, CRASHED) else "lab-state-box"
         detail = f'<div class="lab-error-text">{esc(view.error)}</div>' if view.error else ""
         prompt = render_prompt_block(view, full) if view.prompt_text else ""
         return (

@@ -14,6 +14,7 @@ from lab.scoring.action import ParsedAction
 
 # view states of an engine column
 READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
+CRASHED = "crashed"  # a managed server that died after it was ready
 
 
 @dataclass
