@@ -41,22 +41,24 @@ def better_of(harness: StepMetrics, normalised: StepMetrics) -> EquivMetrics:
 
 def equiv_batch(
     rows: Iterable[tuple[Sequence[str], Sequence[str], EquivContext | None]],
-    harness: Sequence[StepMetrics] | None = None,
+    harness: Sequence[StepMetrics | None] | None = None,
     scorer: str = "corrected",
     config: EquivConfig | None = None,
 ) -> list[EquivMetrics]:
     """equiv metrics of many (pred_units, ref_units, context) steps.
 
-    `harness`: the steps' published metrics when known (stored ones), else they are computed.
+    `harness`: the steps' published metrics where known (stored ones); the others are computed.
     The normalised units are scored with the harness's own `score_batch`.
     """
     pipeline = get_pipeline(config)
     rows = list(rows)
-    raw_pairs = [(list(p), list(r)) for p, r, _ in rows]
+    base = list(harness) if harness is not None else [None] * len(rows)
+    missing = [i for i, h in enumerate(base) if h is None]
+    for i, metrics in zip(missing, score_batch([(list(rows[i][0]), list(rows[i][1])) for i in missing], scorer)):
+        base[i] = metrics
     norm_pairs = [
         ([u.text for u in pipeline.apply(p, ctx)], [u.text for u in pipeline.apply(r, ctx)]) for p, r, ctx in rows
     ]
-    base = list(harness) if harness is not None else score_batch(raw_pairs, scorer)
     normalised = score_batch(norm_pairs, scorer)
     return [better_of(h, n) for h, n in zip(base, normalised)]
 
