@@ -1,7 +1,7 @@
 """The rule registry of equiv_f1: a rule is a small named function over a step's units."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 Params = Mapping[str, Any]
@@ -17,7 +17,7 @@ class EquivUnit:
     literal: bool = False
 
     def with_text(self, text: str) -> "EquivUnit":
-        return replace(self, text=text)
+        return EquivUnit(self.origin, text, self.literal)
 
 
 @dataclass
@@ -41,16 +41,19 @@ class Rule:
     kind: str  # "unit" | "sequence"
     fn: Callable[..., Any]
     doc: str
+    token_neutral: bool = False  # never changes a unit's shlex tokens: metrics may skip it
 
 
 RULES: dict[str, Rule] = {}
 
 
-def unit_rule(name: str) -> Callable[[UnitRule], UnitRule]:
-    """Register `fn(text, params) -> list[str]` under `name`."""
+def unit_rule(name: str, token_neutral: bool = False) -> Callable[[UnitRule], UnitRule]:
+    """Register `fn(text, params) -> list[str]` under `name`. `token_neutral`: the rule never
+    changes the unit's tokens as the scorer splits them (tests check it), so equiv metrics may
+    skip it; it still decides whether two units are written alike."""
 
     def register(fn: UnitRule) -> UnitRule:
-        RULES[name] = Rule(name, "unit", fn, (fn.__doc__ or "").strip().splitlines()[0])
+        RULES[name] = Rule(name, "unit", fn, (fn.__doc__ or "").strip().splitlines()[0], token_neutral)
         return fn
 
     return register

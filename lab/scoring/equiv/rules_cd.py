@@ -5,7 +5,7 @@ import posixpath
 import shlex
 
 from lab.scoring.equiv.registry import EquivContext, EquivUnit, Params, sequence_rule
-from lab.scoring.equiv.shell import parse_unit, simple_command, source_of
+from lab.scoring.equiv.shell import parse_unit, plain_words, simple_command, source_of
 
 
 DIR_CHANGERS = ("cd", "pushd", "popd")
@@ -22,6 +22,11 @@ def cd_target(text: str) -> tuple[bool, str | None]:
 
     Targets with expansions other than a leading `~` (`cd $DIR`, `cd "$(…)"`) are not plain.
     """
+    if not text.startswith("cd"):  # spare the parser
+        return False, None
+    words = plain_words(text)
+    if words is not None:  # no shell grammar in it
+        return (True, words[1] if len(words) == 2 else None) if words[0] == "cd" and len(words) <= 2 else (False, None)
     command = simple_command(parse_unit(text))
     if command is None or command.parts[0].word != "cd" or len(command.parts) > 2:
         return False, None

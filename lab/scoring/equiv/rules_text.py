@@ -31,7 +31,7 @@ def keystrokes(text: str, params: Params) -> list[str]:
     return [text]
 
 
-@unit_rule("whitespace")
+@unit_rule("whitespace", token_neutral=True)
 def whitespace(text: str, params: Params) -> list[str]:
     """Trim and collapse whitespace runs, exactly as the harness normalises a unit."""
     return [normalize_unit(text)]

@@ -57,7 +57,8 @@ def equiv_batch(
     for i, metrics in zip(missing, score_batch([(list(rows[i][0]), list(rows[i][1])) for i in missing], scorer)):
         base[i] = metrics
     norm_pairs = [
-        ([u.text for u in pipeline.apply(p, ctx)], [u.text for u in pipeline.apply(r, ctx)]) for p, r, ctx in rows
+        ([u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)])
+        for p, r, ctx in rows
     ]
     normalised = score_batch(norm_pairs, scorer)
     return [better_of(h, n) for h, n in zip(base, normalised)]

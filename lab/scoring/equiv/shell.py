@@ -1,6 +1,7 @@
 """Parse one command unit with bashlex; None when it cannot (the rules then leave the unit as is)."""
 from __future__ import annotations
 
+import shlex
 from functools import lru_cache
 from typing import Iterator
 
@@ -8,6 +9,34 @@ import bashlex
 from bashlex import ast
 
 PARSE_CACHE = 1 << 16
+# Characters with no grammar of their own in bash (no quoting, expansion, operator, brace
+# expansion or comment): a unit made only of these is its whitespace-separated words, so the
+# rules need no parser for it. Globs (*?[]) stay words; `~` is handled by the cd rule itself.
+PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 \t@%+=:,./_-~*?[]^")
+
+
+OPERATOR_CHARS = "&;|"
+
+
+def plain_tokens(text: str) -> list[str] | None:
+    """Words and control operators (`&&`, `;`, `|`, …) of a unit whose only grammar is those
+    operators (no quoting, expansion, redirection), via the stdlib's shell lexer; else None."""
+    if not PLAIN_CHARS.union(OPERATOR_CHARS).issuperset(text):
+        return None
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=OPERATOR_CHARS)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+def is_operator(token: str) -> bool:
+    return bool(token) and set(token) <= set(OPERATOR_CHARS)
+
+
+def plain_words(text: str) -> list[str] | None:
+    """The words of a unit that uses no shell grammar at all, else None (ask the parser)."""
+    if not PLAIN_CHARS.issuperset(text):
+        return None
+    return text.split()
 
 
 @lru_cache(maxsize=PARSE_CACHE)
