@@ -75,3 +75,39 @@ def test_reimport_of_a_changed_file_recomputes_equiv(store, tmp_path):
     assert report.ok and len(report.added) == 1
     assert store.scalar("SELECT min(equiv_f1) FROM steps") == 1.0
     assert store.dicts("SELECT equiv_score, spelling_gap FROM runs") == [{"equiv_score": 100.0, "spelling_gap": 0.0}]
+
+
+def test_triage_filters_by_equiv_f1_and_spelling_gap(store):
+    from lab.triage import SliceSpec, refresh_step_flags, slice_steps
+    from lab.ui.triage_tab import inputs_from_spec, spec_from_inputs
+
+    refresh_step_flags(store)
+    df = store.query("SELECT step_key, command_f1, equiv_f1 FROM steps")
+    gapped = set(df[df.equiv_f1 - df.command_f1 >= 0.05].step_key)
+    assert gapped  # task-000/0 at least
+    listed = slice_steps(store, SliceSpec(spelling_gap_min=0.05, order_by="spelling_gap", descending=True))
+    assert set(listed.step_key) == gapped
+    assert list(listed.spelling_gap) == sorted(listed.spelling_gap, reverse=True)
+    high = slice_steps(store, SliceSpec(equiv_f1_min=0.5, equiv_f1_max=0.9))
+    assert set(high.step_key) == set(df[(df.equiv_f1 >= 0.5) & (df.equiv_f1 <= 0.9)].step_key)
+    spec = SliceSpec(equiv_f1_min=0.2, spelling_gap_min=0.01)
+    assert SliceSpec.from_query(spec.to_query()) == spec
+    assert spec_from_inputs(*inputs_from_spec(spec)) == spec
+    with pytest.raises(Exception, match="equiv_f1_min"):
+        SliceSpec(equiv_f1_min=0.9, equiv_f1_max=0.1).validate()
+
+
+def test_results_plot_and_columns_show_equiv_next_to_f1(store):
+    from lab.store import queries
+    from lab.store.plots import PLOTS
+
+    fig = PLOTS["equiv_vs_f1"](store, False)
+    scatter = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    run = store.dicts("SELECT score, equiv_score, spelling_gap FROM runs WHERE steps = 10")[0]
+    assert list(scatter[0].x) == [run["score"]] and list(scatter[0].y) == [run["equiv_score"]]
+    assert bars[0].x[-1] == run["spelling_gap"]
+    assert "not the published score" in fig.layout.title.text
+    board = queries.leaderboard(store, order="spelling_gap")
+    assert {"equiv_score", "spelling_gap"} <= set(board.columns)
+    assert board.iloc[0]["spelling_gap"] == max(r["spelling_gap"] for r in store.dicts("SELECT spelling_gap FROM runs"))
