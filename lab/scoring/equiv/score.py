@@ -60,7 +60,11 @@ def equiv_batch(
         ([u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)])
         for p, r, ctx in rows
     ]
-    normalised = score_batch(norm_pairs, scorer)
+    # a step whose units no rule changed scores what the harness gave it: rescore only the others
+    changed = [i for i, ((np_, nr), (p, r, _)) in enumerate(zip(norm_pairs, rows)) if np_ != list(p) or nr != list(r)]
+    normalised = list(base)
+    for i, metrics in zip(changed, score_batch([norm_pairs[i] for i in changed], scorer)):
+        normalised[i] = metrics
     return [better_of(h, n) for h, n in zip(base, normalised)]
 
 
