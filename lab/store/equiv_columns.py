@@ -68,7 +68,7 @@ def run_equiv_fields(steps: pa.Table, score: float | None) -> dict[str, Any]:
 def _contexts_of_file(path: str, mtime: float) -> dict[str, EquivContext]:
     from lab.data import load_replay
 
-    return replay_contexts(load_replay(path).steps)
+    return replay_contexts(load_replay(path, mode="all", lenient=True).steps)  # legacy runs score every step
 
 
 def replay_equiv_contexts(settings: Any) -> dict[str, EquivContext]:
