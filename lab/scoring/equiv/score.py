@@ -118,8 +118,9 @@ def equiv_step(
         pred_pieces[u.origin].append(u.text)
     for u in ref_norm:
         ref_pieces[u.origin].append(u.text)
-    normalised, *rest = score_batch(
-        [([u.text for u in pred_norm], [u.text for u in ref_norm]), (list(pred_units), list(ref_units))], scorer
-    )
-    metrics = better_of(harness if harness is not None else rest[0], normalised)
+    raw = (list(pred_units), list(ref_units))
+    norm = ([u.text for u in pred_norm], [u.text for u in ref_norm])
+    harness = harness if harness is not None else score_batch([raw], scorer)[0]
+    normalised = harness if norm == raw else score_batch([norm], scorer)[0]
+    metrics = better_of(harness, normalised)
     return EquivStep(metrics, [tuple(p) for p in pred_pieces], [tuple(r) for r in ref_pieces], context)
