@@ -67,6 +67,7 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
@@ -202,6 +203,9 @@ def open_store(
         ) from None
     store = Store(con, db_path, res_dir)
     try:
+        from lab.store.equiv_columns import replay_equiv_contexts
+
+        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         version = store.stored_version()
         if version is None or version != schema_version():
             importer.rebuild(store, res_dir)
