@@ -8,6 +8,7 @@ import pytest
 from lab.data import load_replay
 from lab.runs.resultfile import write_result_file
 from lab.settings import Settings
+from tests.conftest import BROWSER_EXPECT_MS
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 from tests.test_browser_compare import ARGS, CHROMIUM, shot_dir
@@ -43,7 +44,7 @@ def test_sample_n_on_all_engines_in_the_browser(served):
     try:
         run_page(url)
     finally:
-        expect.set_options(timeout=5_000)  # playwright's default, for the other tests
+        expect.set_options(timeout=BROWSER_EXPECT_MS)  # the suite's default (conftest)
 
 
 def run_page(url: str) -> None:
