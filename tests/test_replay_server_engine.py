@@ -21,7 +21,7 @@ from tests.helpers_servers import transformers_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 # After merging the managed servers this becomes "transformers-serve" (the lab starts the server).
-SERVER_KIND = "openai"
+SERVER_KIND = "transformers-serve"
 
 
 @contextmanager
