@@ -81,6 +81,6 @@ def test_replay_through_a_server_matches_in_process_transformers(short_replay, t
         assert s["token_ids_preview"] == [] and len(l["token_ids_preview"]) == l["completion_tokens"]
     assert len({s["latency_s"] for s in server["per_step"]}) == n  # one figure per request, not per chunk
     sampling = server["sampling"]
-    assert sampling["backend"] == "openai" and sampling["temperature"] == 0.0 and sampling["max_tokens"] == 16
+    assert sampling["backend"] == SERVER_KIND and sampling["temperature"] == 0.0 and sampling["max_tokens"] == 16
     assert sampling["sampling_sent"] == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 16}
     assert sampling["sampling_not_sent"] == ["min_p", "repetition_penalty", "top_k"]
