@@ -20,7 +20,7 @@ import pytest
 from tests.helpers_servers import transformers_serve
 
 ROOT = Path(__file__).resolve().parents[1]
-# After merging the managed servers this becomes "transformers-serve" (the lab starts the server).
+# "transformers-serve": the lab starts and stops the server; "openai": the test starts it and connects.
 SERVER_KIND = "transformers-serve"
 
 
