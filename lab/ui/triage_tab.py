@@ -1,7 +1,6 @@
 """The Triage tab: slice steps, compare a baseline with a candidate, flips, taxonomy, tags, exports."""
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,7 +151,9 @@ def page_url(request: gr.Request) -> str:
 
 
 def _export_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="triage-export-"))
+    from lab.ui.exports import EXPORTS  # short-lived, swept folders (no /tmp/triage-export-* left behind)
+
+    return EXPORTS.new_dir()
 
 
 def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
