@@ -23,14 +23,14 @@ def _env_flag(name: str, default: bool = False) -> bool:
 class Settings:
     """Paths and switches of one lab instance.
 
-    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files).
+    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files); $LAB_RESULTS.
     - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
     - `cache_dir`: downloads (the public replay file).
     - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
     """
 
-    results_dir: Path = PROJECT_ROOT / "results"
+    results_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_RESULTS", PROJECT_ROOT / "results")))
     runs_dir: Path | None = None
     db_path: Path | None = None
     cache_dir: Path = field(
