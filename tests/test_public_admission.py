@@ -142,3 +142,30 @@ def test_visitors_tags_and_notes_are_off_unless_the_owner_allows(tmp_path, monke
     assert ctx.store.refuse_writes is None
     assert add_annotation(ctx.store, run_id, key, "wrong-path", "a note") > 0
     ctx.store.close()
+
+
+def test_a_closed_session_unloads_only_its_own_engines(tmp_path):
+    """The unload hook (a visitor's tab closed) removes that visitor's engines from the pool."""
+    import gradio as gr
+    from gradio.context import LocalContext
+
+    ctx = make_ctx(tmp_path, public=True, allow=False)
+    inside = f"stored:{ctx.settings.runs_dir / 'inside.json'}"
+    try:
+        for session in ("alice", "bob"):
+            token = LocalContext.request.set(gr.Request(session_hash=session))
+            try:
+                ctx.add_engine(inside, wait=True)
+                assert [e.name for e in ctx.engine_entries()] == [ctx.engine_entries()[0].name]
+            finally:
+                LocalContext.request.reset(token)
+        assert len(ctx.pool.names()) == 2 and ctx.engine_entries() == []  # the owner sees neither
+        token = LocalContext.request.set(gr.Request(session_hash="alice"))
+        try:
+            ctx.end_session("alice")
+            assert ctx.engine_entries() == []
+        finally:
+            LocalContext.request.reset(token)
+        assert len(ctx.pool.names()) == 1  # bob's column is still loaded
+    finally:
+        ctx.pool.close_all()

@@ -157,3 +157,24 @@ def test_exports_are_swept_and_removed(tmp_path):
     made = _export_dir()
     assert made.parent == EXPORTS.root and set(Path("/tmp").glob("triage-export-*")) == leftovers
     shutil.rmtree(made)
+
+
+def test_stop_from_another_session_does_not_stop_my_batch(tmp_path):
+    """Owner's local lab, two browser sessions: B's Stop press during A's batch leaves A running."""
+    from gradio_client import Client
+
+    results = make_results_dir(tmp_path)
+    write_stored_run(results / "runs" / "altered.json", "altered")
+    args = ["--results", str(results), "--replay", str(EXCERPT), "--engine", "reference",
+            "--engine", f"stored:{results / 'runs' / 'altered.json'}"]
+    with app_process(args, tmp_path / "app.log", lab_env()) as (url, _):
+        a, b = Client(url, verbose=False), Client(url, verbose=False)
+        job = a.submit(["reference", "altered"], [], [], [], False, "", api_name="/run_batch")
+        deadline = time.monotonic() + 120
+        while not job.outputs() and time.monotonic() < deadline:  # A's batch has started
+            time.sleep(0.05)
+        b.predict(api_name="/stop_batch")
+        pressed_while_running = not job.done()
+        final = job.result(timeout=300)
+    assert pressed_while_running, "A's batch finished before B's Stop arrived; the test proves nothing"
+    assert "stopped" not in final and final.count("done · saved") == 2, final
