@@ -125,3 +125,18 @@ def test_app_cli_replay_and_second_app_share_the_store(tmp_path):
         log2 = (tmp_path / "app2.log").read_text(errors="replace")
         assert "results database not open" not in log2 and "Traceback" not in log2, log2[-2000:]
     assert "Traceback" not in (tmp_path / "app1.log").read_text(errors="replace")
+
+
+def test_an_idle_holder_lets_a_waiting_process_in(tmp_path):
+    """A process that holds the file idle (long linger) closes it as soon as another process waits."""
+    results = make_results_dir(tmp_path)
+    settings = Settings(results_dir=results, db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "c")
+    store = open_store(settings)
+    store.connector.linger = 120.0
+    assert store.scalar("SELECT count(*) FROM legacy_leaderboard") > 0 and store.connector.is_open
+    out = run_lab_cli(["results", "--results", str(results), "--db", str(settings.db_path), "sql",
+                       "SELECT count(*) AS n FROM leaderboard"], lab_env(LAB_DB_TIMEOUT="20"))
+    assert out.returncode == 0 and out.stdout.splitlines()[1].strip() == "116", out.stdout + out.stderr
+    assert not store.connector.is_open and not store.connector.waiting_marker.exists()
+    assert store.scalar("SELECT count(*) FROM leaderboard") == 116  # and reopens on the next read
+    store.close()

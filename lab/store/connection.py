@@ -3,8 +3,9 @@
 DuckDB lets one process at a time open a database file read-write (any number may open it
 read-only, but only while nobody writes). The lab therefore never keeps the file open: a
 `Connector` opens it for an operation (or a burst of operations from several threads), keeps it
-a short `linger` after the last one, then closes it and so releases the file lock. Another
-process that finds the file locked retries with backoff until `timeout`.
+a `linger` after the last one (or until another process asks for it), then closes it and so
+releases the file lock. Another process that finds the file locked leaves a `.waiting` marker
+beside it, which makes an idle holder let go at once, and retries with backoff until `timeout`.
 
 Reads are cached in-process (`ReadCache`), keyed by the SQL, its parameters and the store's
 *generation*: this process's write counter plus the size and mtime of the database file and
@@ -26,7 +27,9 @@ import duckdb
 
 from lab.errors import LabError
 
-DEFAULT_LINGER_SEC = 0.3
+DEFAULT_LINGER_SEC = 2.0
+_POLL_SEC = 0.05
+_MARKER_FRESH_SEC = 2.0
 DEFAULT_TIMEOUT_SEC = 30.0
 _BACKOFF_START, _BACKOFF_MAX = 0.01, 0.25
 _OPEN: "weakref.WeakSet[Connector]" = weakref.WeakSet()
@@ -72,25 +75,41 @@ class Connector:
         _OPEN.add(self)
 
     # -- opening and closing ----------------------------------------------------------------
+    @property
+    def waiting_marker(self) -> Path:
+        """A file a process creates while it waits for the database: holders let go at once."""
+        return self.path.with_name(self.path.name + ".waiting")
+
     def _open(self) -> duckdb.DuckDBPyConnection:
-        """duckdb.connect, retrying with backoff while another process holds the file."""
+        """duckdb.connect, retrying with backoff while another process holds the file (and
+        asking it, through `waiting_marker`, to close the file as soon as it is idle)."""
         deadline = time.monotonic() + self.timeout
         delay = _BACKOFF_START
-        while True:
-            try:
-                con = duckdb.connect(str(self.path))
-                self.opens += 1
-                return con
-            except duckdb.IOException as exc:
-                if not is_lock_conflict(exc):
-                    raise LabError(f"cannot open the results database {self.path.name}: {exc}") from None
-                if time.monotonic() >= deadline:
-                    raise LabError(
-                        f"the results database {self.path.name} stayed busy for {self.timeout:.0f} s (another lab "
-                        "process is writing to it); try again, or raise LAB_DB_TIMEOUT"
-                    ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, _BACKOFF_MAX)
+        marked = False
+        try:
+            while True:
+                try:
+                    con = duckdb.connect(str(self.path))
+                    self.opens += 1
+                    return con
+                except duckdb.IOException as exc:
+                    if not is_lock_conflict(exc):
+                        raise LabError(f"cannot open the results database {self.path.name}: {exc}") from None
+                    if time.monotonic() >= deadline:
+                        raise LabError(
+                            f"the results database {self.path.name} stayed busy for {self.timeout:.0f} s (another "
+                            "lab process is using it); try again, or raise LAB_DB_TIMEOUT"
+                        ) from None
+                try:
+                    self.waiting_marker.touch()  # refreshed while waiting; a stale one is ignored
+                    marked = True
+                except OSError:
+                    pass
+                time.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+        finally:
+            if marked:
+                self.waiting_marker.unlink(missing_ok=True)
 
     @contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -126,13 +145,21 @@ class Connector:
 
     def _close_when_idle(self) -> None:
         while True:
-            time.sleep(self.linger / 2)
+            time.sleep(min(_POLL_SEC, self.linger))
             with self._lock:
                 if self._con is None:
                     return
-                if self._users == 0 and time.monotonic() - self._last_use >= self.linger:
+                if self._users:
+                    continue
+                if time.monotonic() - self._last_use >= self.linger or self._someone_waits():
                     self._close_now()
                     return
+
+    def _someone_waits(self) -> bool:
+        try:
+            return time.time() - self.waiting_marker.stat().st_mtime < _MARKER_FRESH_SEC
+        except OSError:
+            return False
 
     def _close_now(self) -> None:
         con, self._con = self._con, None
