@@ -27,7 +27,7 @@ import duckdb
 
 from lab.errors import LabError
 
-DEFAULT_LINGER_SEC = 2.0
+DEFAULT_LINGER_SEC = 10.0
 _POLL_SEC = 0.05
 _MARKER_FRESH_SEC = 2.0
 DEFAULT_TIMEOUT_SEC = 30.0
