@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lab.settings import Settings
 from tests.helpers_app import app_process, lab_env
 from tests.paths import EXCERPT
 from tests.test_store_common import make_results_dir
@@ -116,7 +117,17 @@ def test_upload_route_has_a_size_cap(public_lab):
     big = httpx.post(f"{url}gradio_api/upload", files={"files": ("big.bin", b"x" * (2 * 1024 * 1024))}, timeout=60)
     assert big.status_code == 413
     small = httpx.post(f"{url}gradio_api/upload", files={"files": ("small.txt", b"hello")}, timeout=60)
-    assert small.status_code == 200
+    assert small.status_code == 413  # a public deployment takes no uploads at all
+
+
+def test_local_upload_cap(monkeypatch):
+    from lab.ui.public import launch_limits
+
+    monkeypatch.delenv("LAB_MAX_UPLOAD", raising=False)
+    assert launch_limits(Settings(public=False)) == {"max_file_size": "1mb"}
+    assert launch_limits(Settings(public=True)) == {"max_file_size": "1b"}
+    monkeypatch.setenv("LAB_MAX_UPLOAD", "10mb")
+    assert launch_limits(Settings(public=True)) == {"max_file_size": "10mb"}
 
 
 def test_no_absolute_server_path_in_the_page(public_lab):

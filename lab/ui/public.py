@@ -65,7 +65,9 @@ def queue_options(settings: Settings) -> dict:
     return options
 
 
-def launch_limits() -> dict:
-    """launch() options: the upload route accepts at most LAB_MAX_UPLOAD (default 1mb; the lab
-    has no upload component, so nothing legitimate is refused)."""
-    return {"max_file_size": os.environ.get("LAB_MAX_UPLOAD", "1mb")}
+def launch_limits(settings: Settings | None = None) -> dict:
+    """launch() options: the upload route accepts at most LAB_MAX_UPLOAD; by default 1 MB
+    locally and 1 byte (closed) on a public deployment. The lab has no upload component, so
+    nothing legitimate is refused."""
+    public = (settings or Settings()).public
+    return {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or ("1b" if public else "1mb")}
