@@ -8,7 +8,6 @@ Triage dead.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -51,35 +50,31 @@ def test_store_releases_the_file_between_operations(tmp_path):
 
 
 def test_busy_store_waits_then_says_so(tmp_path):
-    """A writer that cannot get the file within LAB_DB_TIMEOUT gets a one-line LabError, not a traceback."""
-    import duckdb
+    """A process that cannot get the file within its timeout gets a one-line LabError (no
+    traceback); a patient one waits until the other process lets go."""
+    import subprocess
+    import sys
+
+    from lab.store.connection import Connector
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "c")
     open_store(settings).close()
-    holder = run_lab_cli(["results", "--results", str(results), "--db", str(settings.db_path), "tables"])
-    assert holder.returncode == 0, holder.stderr
-    import subprocess
-    import sys
-
     code = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', flush=True); "
             "time.sleep(6); con.close()")
     proc = subprocess.Popen([sys.executable, "-c", code, str(settings.db_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
-        from lab.store.connection import Connector
-
         quick = Connector(settings.db_path, timeout=0.5)
         with pytest.raises(LabError, match="stayed busy"):
             with quick.cursor():
                 pass
         patient = Connector(settings.db_path, timeout=30)
         with patient.cursor() as cur:  # waits for the other process to let go
-            assert cur.execute("SELECT count(*) FROM leaderboard").fetchone()[0] > 0
+            assert cur.execute("SELECT count(*) FROM leaderboard").fetchone()[0] == 116
         patient.close()
     finally:
         proc.wait(timeout=30)
-    assert isinstance(duckdb.__version__, str)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium")

@@ -72,11 +72,22 @@ class Store:
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
         self.cache = ReadCache()
-        self.refuse_writes: str | None = None  # set (to the reason) when this process may only read
+        self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
+        self._derived = threading.local()
 
     def _check_writable(self) -> None:
-        if self.refuse_writes:
+        if self.refuse_writes and not getattr(self._derived, "on", False):
             raise LabError(self.refuse_writes)
+
+    @contextmanager
+    def derived_writes(self) -> Iterator["Store"]:
+        """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
+        step flags) even where `refuse_writes` blocks what visitors write."""
+        self._derived.on = True
+        try:
+            yield self
+        finally:
+            self._derived.on = False
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):

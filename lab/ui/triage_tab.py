@@ -41,7 +41,8 @@ def load_choices(ctx: LabContext) -> Choices:
     store = ctx.store
     if store is None:
         return Choices([], [], [], [], [])
-    refresh_step_flags(store)
+    with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
+        refresh_step_flags(store)
     runs = query_df(store, "SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
     labels = [(f"{r.display_name} · {r.run_id}", r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
