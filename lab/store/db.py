@@ -88,6 +88,7 @@ class Store:
             yield self
         finally:
             self._derived.on = False
+        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):
@@ -234,6 +235,9 @@ def open_store(
     db_path.parent.mkdir(parents=True, exist_ok=True)
     store = Store(Connector(db_path), db_path, res_dir)
     try:
+        from lab.store.equiv_columns import replay_equiv_contexts
+
+        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         with store.hold():
             version = store.stored_version()
             if version is None or version != schema_version():

@@ -43,7 +43,8 @@ def apply_public_policy(ctx: LabContext) -> None:
     if not ctx.settings.public:
         return
     ctx.sessions = SessionEngines()
-    if ctx.store is not None and not visitor_annotations_allowed():
+    # LAB_WHATIF_SHARED=1 is the owner opening the shared store to visitors' what-ifs: no guard then
+    if ctx.store is not None and not visitor_annotations_allowed() and not ctx.settings.whatif_shared:
         ctx.store.refuse_writes = NO_WRITES
     ctx.store_error = ctx.shown_text(ctx.store_error)
     ctx.replay_error = ctx.shown_text(ctx.replay_error)
