@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -71,7 +72,7 @@ def main() -> int:
             table = ""
             for i in range(args.greedy):
                 table = greedy.predict(f"stored:{runs / f'run{i}.json'}", api_name="/add_engine")[0]
-            added = table.count("<tr><td><b>") - 1
+            added = len(re.findall(r"<tr[^>]*><td><b>", table)) - 1
             print(f"greedy visitor: asked for {args.greedy} stored engines in {time.perf_counter() - t0:.1f} s, "
                   f"got {added} (the per-visitor cap); pool holds {len(ctx.pool.names())} engines")
             after = switch_costs(bystander, keys)

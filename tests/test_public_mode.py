@@ -52,7 +52,7 @@ def engine_names(table_html: str) -> list[str]:
     """Engine names in the Engines tab's status table."""
     import re
 
-    return re.findall(r"<tr><td><b>([^<]+)</b>", table_html)
+    return re.findall(r"<tr[^>]*><td><b>([^<]+)</b>", table_html)
 
 
 def columns_of(step_out) -> str:

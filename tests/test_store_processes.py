@@ -30,6 +30,7 @@ def test_store_releases_the_file_between_operations(tmp_path):
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "c")
     store = open_store(settings)
+    store.connector.linger = 0.3  # (default 10 s)
     deadline = time.monotonic() + 5
     while store.connector.is_open and time.monotonic() < deadline:
         time.sleep(0.05)
