@@ -16,6 +16,18 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
+# Playwright's `expect` waits 5 s by default; a 2-core CI machine loading a page with several
+# engines can take longer, so browser assertions wait up to this long for what they expect.
+BROWSER_EXPECT_MS = 30_000
+
+
+def pytest_configure(config) -> None:
+    """Give every browser assertion the suite's patience (see BROWSER_EXPECT_MS)."""
+    try:
+        from playwright.sync_api import expect
+    except ImportError:
+        return
+    expect.set_options(timeout=BROWSER_EXPECT_MS)
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -18,7 +18,9 @@ from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file
+from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
+from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
 
 # progress(done, total, live_aggregate_or_None): the aggregate comes with some calls only
 ProgressFn = Callable[[int, int, dict | None], None]
@@ -42,6 +44,8 @@ class ReplayConfig:
     sampling: Sampling | None = None
     run_name: str | None = None
     extra: dict = field(default_factory=dict)
+    samples: int = 1  # answers per step (lab.runs.samples); 1 writes exactly today's files
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
 
 
 def run_file_name(engine: Engine, explicit: str | None = None) -> str:
@@ -73,6 +77,8 @@ def replay(
     final_path = out_dir / f"{stem}.json"
     checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
     sampling = config.sampling or getattr(engine, "default_sampling", None) or Sampling()
+    if config.samples > 1:  # sample k uses seed S + k; the file records S
+        sampling = replace(sampling, seed=base_seed(sampling))
 
     prompts = [render_for_engine(engine, s) for s in steps]
     generates = engine.kind not in PROMPT_FREE_KINDS
@@ -130,7 +136,12 @@ def replay(
 
         t0 = time.perf_counter()
         try:
-            run_steps(engine, [steps[i] for i in chunk], sampling, on_result, config.scorer, [prompts[i] for i in chunk])
+            chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
+            if config.samples > 1:
+                run_sampled_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts,
+                                  n=config.samples)
+            else:
+                run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
         finally:
             # generation time only: the lab's own bookkeeping in the callback is not the engine's
             timings["gen_time_sec"] = timings.get("gen_time_sec", 0.0) + (time.perf_counter() - t0 - overhead)
@@ -146,7 +157,7 @@ def replay(
 
 # What must match for a checkpoint to be resumed: mixing answers of another engine or other
 # sampling settings into one result file would make its numbers meaningless.
-RESUME_KEYS = ("engine", "sampling", "scorer")
+RESUME_KEYS = ("engine", "sampling", "scorer", "samples")
 
 
 def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
@@ -169,7 +180,7 @@ def _live_aggregate(done: dict[str, dict], scorer: str) -> dict | None:
 
 
 def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, n_steps: int) -> dict:
-    return {
+    header = {
         "engine": engine.spec,
         "eval_path": config.eval_path,
         "scorer": config.scorer,
@@ -178,6 +189,9 @@ def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, n_steps: i
         "started": utc_timestamp(),
         "load_time_sec": getattr(engine, "load_time_sec", None),
     }
+    if config.samples > 1:
+        header["samples"] = config.samples
+    return header
 
 
 def _result(
@@ -216,7 +230,8 @@ def _result(
             **getattr(engine, "engine_settings", lambda: {})(),
         },
         "prompt_template": prompt_template,
-        "aggregate": aggregate_scores(per_step, config.scorer),
+        "aggregate": {**aggregate_scores(per_step, config.scorer),
+                      **(stability_aggregate(per_step, config.pass_threshold) if config.samples > 1 else {})},
         "per_step": per_step,
         "scoring_version": LEGACY if config.scorer == "legacy" else CORRECTED,
         "engine_spec": engine.spec,

@@ -34,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--max-model-len", type=int, default=None, help="context guard limit (default: engine's)")
+    parser.add_argument("--samples", type=int, default=1, metavar="N",
+                        help="answers per step (seeds S, S+1, …); the per-step fields stay sample 0's, each step "
+                             "gains `samples`, the aggregate mean_f1_over_samples, f1_std_mean and pass_at_k")
+    parser.add_argument("--seed", type=int, default=None, metavar="S", help="sampling seed (of sample 0; default 0 "
+                        "with --samples)")
+    parser.add_argument("--pass-threshold", type=float, default=None, metavar="F1",
+                        help="a sample passes when its F1 is at least this (pass@k; default 0.5)")
     parser.add_argument("--allow-raw-fallback", action="store_true",
                         help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
 
@@ -41,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _sampling(engine, args: argparse.Namespace) -> Sampling:
     base = getattr(engine, "default_sampling", None) or Sampling()
     values = base.to_dict()
-    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p)):
+    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p),
+                     ("seed", getattr(args, "seed", None))):
         if arg is not None:
             values[key] = arg
     return Sampling(**values)
@@ -52,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from lab.engines import create_engine
     from lab.runs.replay import ReplayConfig, replay
 
+    from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
+
+    check_sample_args(args)
     settings = Settings()
     replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
     source = replay_set.path
@@ -83,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
             max_model_len=args.max_model_len, sampling=_sampling(engine, args),
             run_name=args.name if len(args.engine) == 1 else None,
+            samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )
+        warn_if_greedy(spec, config)
         bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
 
         def progress(done: int, total: int, agg: dict | None, bar=bar) -> None:
@@ -102,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
+        if "pass_at_k" in agg:
+            print(samples_line(agg))
         if Path(out_dir).resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder
             from lab.store.autoimport import import_new_run
 

@@ -40,7 +40,8 @@ def schema_version(path: Path | None = None) -> int:
 
 
 # Core objects, dropped on rebuild (tables other modules add, e.g. annotations, are kept).
-CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version")
+CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version",
+               "samples", "sample_stats")
 CORE_VIEWS = ("results_all",)
 
 

@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 2
+-- schema_version: 3
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -181,6 +181,46 @@ CREATE TABLE steps (
     equiv_recall            DOUBLE,
     equiv_f1                DOUBLE,
     equiv_cwd               VARCHAR,                   -- working directory `cd` was resolved against (NULL: unknown)
+    PRIMARY KEY (run_id, step_key)
+);
+
+-- One row per run x step x sampled answer (result files written with `replay --samples N`; the
+-- step's own row in `steps` is sample 0). Columns as in the per-step `samples` entries.
+CREATE TABLE samples (
+    run_id              VARCHAR NOT NULL,
+    step_key            VARCHAR NOT NULL,
+    sample              INTEGER NOT NULL,          -- 0 … N-1
+    seed                BIGINT,
+    raw_output          VARCHAR,
+    pred_command_units  VARCHAR[],
+    n_pred_units        INTEGER,
+    valid_json          BOOLEAN,
+    pred_task_complete  BOOLEAN,
+    first_cmd_exact     DOUBLE,
+    command_precision   DOUBLE,
+    command_recall      DOUBLE,
+    command_f1          DOUBLE,
+    finish_reason       VARCHAR,
+    completion_tokens   INTEGER,
+    latency_s           DOUBLE,
+    parse_failure       VARCHAR,
+    error               VARCHAR,
+    PRIMARY KEY (run_id, step_key, sample)
+);
+
+-- One row per run x step that has samples: its figures over them (lab.scoring.stability).
+CREATE TABLE sample_stats (
+    run_id          VARCHAR NOT NULL,
+    step_key        VARCHAR NOT NULL,
+    n_samples       INTEGER NOT NULL,
+    f1_mean         DOUBLE,
+    f1_std          DOUBLE,                        -- population std of the samples' F1
+    f1_min          DOUBLE,
+    f1_max          DOUBLE,
+    f1_spread       DOUBLE,                        -- max - min
+    n_pass          INTEGER,                       -- samples with F1 >= pass_threshold
+    pass_threshold  DOUBLE,
+    n_distinct      INTEGER,                       -- distinct answers (command-unit lists)
     PRIMARY KEY (run_id, step_key)
 );
 

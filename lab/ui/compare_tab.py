@@ -16,6 +16,7 @@ from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
 from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_engine, run_steps
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
+from lab.ui.samples_panel import build_samples_panel
 from lab.ui.render_html import (
     render_audit_body,
     render_columns,
@@ -389,6 +390,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         context_html = gr.HTML(elem_id="lab-context")
         gr.Markdown("### Engines", elem_classes=["lab-h"])
         columns_html = gr.HTML(elem_id="lab-columns")
+        build_samples_panel(ctx, step)  # N answers per engine: F1 strip, collapsed answers (lab.ui.samples_panel)
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
                 gr.Markdown("### Command F1 by engine", elem_classes=["lab-h"])

@@ -19,6 +19,7 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
+from lab.ui.stability_triage import build_stability_panel
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -268,6 +269,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         with gr.Accordion("Parse-failure taxonomy", open=False):
             tax_btn = gr.Button("Count failures per run (runs of the slice, or all)")
             tax_table = gr.Dataframe(interactive=False)
+
+        build_stability_panel(ctx, open_in_compare)  # unstable steps, mean F1 vs stability, samples A vs B
 
         # ---- handlers -----------------------------------------------------------------------
         def show(page_no, *values):
