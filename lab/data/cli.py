@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib import import_module
 
 from lab.settings import Settings
 
@@ -16,11 +17,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
     info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
+    published = sub.add_parser("published", help="the public per-step result files: list, fetch, import")
+    import_module("lab.data.published_cli").add_arguments(published)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.data import download_replay, load_replay
 
+    if args.data_command == "published":
+        return import_module("lab.data.published_cli").run(args)
     settings = Settings()
     if args.data_command == "download":
         path = download_replay(args.url or settings.replay_url, settings.cache_dir, force=args.force)

@@ -14,6 +14,8 @@ from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
 from lab.runs.resultfile import coerce_units, read_result_file
 
+NOT_IN_RUN = "not in this run"
+
 
 def stored_units(row: dict) -> list[str] | None:
     """The row's stored `pred_command_units` (a list, or its Python repr in some legacy files);
@@ -56,7 +58,7 @@ class StoredEngine(EngineBase):
     def completion_for(self, request: Request) -> Completion:
         row = self.rows.get(request.step.key)
         if row is None:
-            return Completion(text="", error=f"step {request.step.key} is not in {self.path}")
+            return Completion(text="", error=f"{NOT_IN_RUN}: step {request.step.key} is not in {self.path}", absent=True)
         text = row.get("raw_output")
         if not isinstance(text, str):
             text = row.get("pred_preview") if isinstance(row.get("pred_preview"), str) else ""

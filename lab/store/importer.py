@@ -15,8 +15,16 @@ from lab.runs.resultfile import check_result, iter_result_files, scorer_for
 from lab.store.db import Store, quote_ident
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
+from lab.store.unique_names import unique_display_names
 
 RUN_ID_CHARS = 12
+# First folder of a run's stored path -> its `runs.source` (files elsewhere are 'file').
+SOURCE_BY_FOLDER = {"published": "published"}
+
+
+def source_of(stored_path: str) -> str:
+    """'published' for files under `<results>/published/`, else 'file'."""
+    return SOURCE_BY_FOLDER.get(stored_path.split("/", 1)[0], "file") if "/" in stored_path else "file"
 
 
 @dataclass
@@ -139,6 +147,7 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
+        row["source"] = source_of(stored_path)
         steps = steps_table(run_id, result["per_step"], name)
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
@@ -153,6 +162,7 @@ def import_file(
             finally:
                 cur.unregister("new_run")
                 cur.unregister("new_steps")
+        unique_display_names(store)
         report.added.append(name)
     except (LabError, OSError, ValueError, TypeError, KeyError) as exc:
         report.failed.append((name, str(exc)))
