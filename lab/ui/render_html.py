@@ -16,6 +16,7 @@ from lab.ui.step_view import (
     AUDIT_ERROR,
     AUDIT_PENDING,
     AUDIT_VERBATIM,
+    ABSENT,
     ERROR,
     FAILED,
     LOADING,
@@ -43,6 +44,7 @@ STATE_LABELS = {
     LOADING: "engine loading…",
     FAILED: "engine failed to load",
     ERROR: "generation failed",
+    ABSENT: "not in this run",
 }
 
 
