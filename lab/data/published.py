@@ -367,3 +367,32 @@ def import_cached(store, runs: list[Run], cache_dir: str | Path, results_dir: st
     cache = Cache(cache_dir)
     ready = [r for r in runs if all(cache.file(f).is_file() for f in r.files)]
     return fetch_and_import(store, ready, cache_dir, results_dir, progress=False)
+
+
+def select_set(spec: str, catalogue: list[Entry] | None = None) -> list[Run]:
+    """The runs of an owner's set (`LAB_PUBLISHED`): items separated by ';' or ',', each `all`, a series
+    name (or part of one) or a run name."""
+    entries = catalogue if catalogue is not None else load_catalogue()
+    items = [i.strip() for i in spec.replace(";", ",").split(",") if i.strip()]
+    if any(i.lower() == "all" for i in items):
+        return select_runs(all_runs=True, catalogue=entries)
+    known = series_names(entries)
+    chosen: dict[str, Run] = {}
+    for item in items:
+        is_series = any(item.lower() in s.lower() for s in known)
+        runs = select_runs(series=[item], catalogue=entries) if is_series else select_runs(names=[item], catalogue=entries)
+        chosen.update({r.key: r for r in runs})
+    return list(chosen.values())
+
+
+def load_owner_set(store, settings, spec: str | None = None, progress: bool = True) -> PublishedReport | None:
+    """At start-up: fetch (or take from the cache) and import the set named by `LAB_PUBLISHED`, and
+    refresh the published links (also after a store rebuild). None when no set is configured."""
+    from lab.store.published_links import link_published
+
+    spec = spec if spec is not None else os.environ.get("LAB_PUBLISHED", "")
+    if store is not None and (Path(settings.results_dir) / PUBLISHED_FOLDER).is_dir():
+        link_published(store)
+    if not spec.strip() or store is None:
+        return None
+    return fetch_and_import(store, select_set(spec), settings.cache_dir, settings.results_dir, progress=progress)

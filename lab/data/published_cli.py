@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pick.add_argument("--all", action="store_true", help="every run of the catalogue")
     pick.add_argument("--series", action="append", default=[], metavar="NAME",
                       help="the runs of a series (a name or part of one; repeatable)")
+    pick.add_argument("--set", dest="owner_set", default=None, metavar="SPEC",
+                      help="an owner's set as in LAB_PUBLISHED: 'all' or series/run names separated by ';'")
     pick.add_argument("paths", nargs="*", default=[], metavar="PATH", help="runs by key, repository path or file name")
     fetch.add_argument("--results", default=None, help="results folder whose DuckDB store gets the runs (default results/)")
     fetch.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -43,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     entries = load_catalogue()
     if args.published_command == "list":
         return _list(entries, settings, args.series)
-    runs = pub.select_runs(args.all, args.series, args.paths, entries)
+    runs = (pub.select_set(args.owner_set, entries) if args.owner_set
+            else pub.select_runs(args.all, args.series, args.paths, entries))
     if not runs:
         raise LabError("nothing to fetch: name runs, --series NAME or --all")
     from lab.store.db import open_store

@@ -309,3 +309,7 @@ PLOTS: dict[str, Callable[[Store, bool], go.Figure]] = {
     "checkpoint_series": lambda store, first56_only=False: figure_for(store, "checkpoint_series", min_points=2),
     "tb2lite_vs_tblite": lambda store, first56_only=False: figure_for(store, "tb2lite_vs_tblite"),
 }
+
+from lab.store.series import series_plot  # noqa: E402 - registered last: it uses the store's runs only
+
+PLOTS["published_series"] = series_plot
