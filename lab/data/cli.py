@@ -13,6 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dl = sub.add_parser("download", help="download the public replay file into the cache (once)")
     dl.add_argument("--url", default=None, help="replay file URL (default: $LAB_REPLAY_URL or the public file)")
     dl.add_argument("--force", action="store_true", help="download again even if cached")
+    dl.add_argument("--legacy", action="store_true",
+                    help="the legacy 386-step replay file (pinned commit 612f5755), for legacy published runs")
     info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
     info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
@@ -28,7 +30,10 @@ def run(args: argparse.Namespace) -> int:
         return import_module("lab.data.published_cli").run(args)
     settings = Settings()
     if args.data_command == "download":
-        path = download_replay(args.url or settings.replay_url, settings.cache_dir, force=args.force)
+        from lab.settings import LEGACY_REPLAY_URL
+
+        url = args.url or (LEGACY_REPLAY_URL if args.legacy else settings.replay_url)
+        path = download_replay(url, settings.cache_dir, force=args.force)
         print(f"replay file: {path}  (the lab uses it when no --replay is given)")
         return 0
     replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)

@@ -16,7 +16,7 @@ from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
 from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_engine, run_steps
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
-from lab.ui.run_picker import build_run_picker, wire_run_picker
+from lab.ui.run_picker import build_run_picker, scorer_badge_html, wire_run_picker
 from lab.ui.render_html import (
     render_audit_body,
     render_columns,
@@ -257,6 +257,8 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
     for entry in entries:
         path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
         run_id = ctx.stored_run_id(path) if path is not None else None
+        if getattr(entry.engine, "scorer", None) == "legacy":  # say which scorer and replay it is compared on
+            badges[entry.name] = scorer_badge_html(ctx)
         if run_id is None:
             continue
         try:
@@ -265,7 +267,7 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
         except Exception:  # noqa: BLE001 - badges are decoration; a store hiccup must not break Compare
             continue
         if html:
-            badges[entry.name] = html
+            badges[entry.name] = badges.get(entry.name, "") + html
     return badges
 
 

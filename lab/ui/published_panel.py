@@ -14,13 +14,18 @@ ALL = "all published runs"
 TYPICAL_FULL_MB = 1.5  # a full 303-step published result file is about 1.5 MB
 
 
+SERIES, RUN = "series: ", "run: "
+
+
 def series_choices() -> list[str]:
-    from lab.data.published_catalogue import load_catalogue, series_names
+    """All runs, each series, then each run (type to filter)."""
+    from lab.data.published_catalogue import load_catalogue, runs_of, series_names
 
     try:
-        return [ALL, *series_names(load_catalogue())]
+        entries = load_catalogue()
     except LabError:
         return []
+    return [ALL, *(SERIES + s for s in series_names(entries)), *(RUN + k for k in sorted(runs_of(entries)))]
 
 
 def selection(picked: list[str]):
@@ -30,7 +35,9 @@ def selection(picked: list[str]):
         return []
     if ALL in picked:
         return select_runs(all_runs=True)
-    return select_runs(series=[p for p in picked if p != ALL])
+    series = [p.removeprefix(SERIES) for p in picked if p.startswith(SERIES)]
+    names = [p.removeprefix(RUN) for p in picked if p.startswith(RUN)]
+    return select_runs(series=series, names=names)
 
 
 def size_text(ctx: LabContext, picked: list[str]) -> str:
@@ -80,7 +87,7 @@ def build_published_panel(ctx: LabContext) -> None:
             return
         with gr.Row(equal_height=True):
             picked = gr.Dropdown(series_choices(), multiselect=True, value=[], scale=4, elem_id="lab-pub-series",
-                                 label="series to fetch")
+                                 label="series or runs to fetch (type to filter)")
             go = gr.Button("Fetch published per-step runs", scale=1, variant="primary", elem_id="lab-pub-fetch")
         size = gr.HTML(size_text(ctx, []))
         status = gr.HTML(elem_id="lab-pub-status")

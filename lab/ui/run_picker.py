@@ -41,6 +41,16 @@ def scorer_note(ctx: LabContext, run_id: str) -> str | None:
             "to see the prompts it was given.")
 
 
+def scorer_badge_html(ctx: LabContext) -> str:
+    """The badge of a legacy run's column: legacy scorer, and which replay its steps are shown on."""
+    from lab.ui.render_html import esc
+
+    replay = ctx.replay.path if ctx.replay else "none"
+    kind = "legacy 386-step replay" if "612f5755" in str(replay) else "loaded replay (not the legacy one)"
+    return (f'<span class="lab-tag" data-scorer="legacy" title="{esc(replay)}">legacy_386 · legacy scorer · '
+            f"{esc(kind)}</span>")
+
+
 @dataclass
 class RunPicker:
     runs: gr.Dropdown
