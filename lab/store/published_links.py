@@ -40,7 +40,7 @@ def link_published(store: Store, catalogue=None) -> int:
     ensure_table(store)
     runs = runs_of(catalogue if catalogue is not None else load_catalogue())
     have = {r["run_id"]: r for r in store.dicts("SELECT * FROM published_runs")}
-    written = 0
+    pending: list[dict] = []
     for row in store.dicts(
         "SELECT run_id, path, model_id, model_short, score, steps FROM runs WHERE source = 'published'"
     ):
@@ -52,10 +52,11 @@ def link_published(store: Store, catalogue=None) -> int:
         new = {"run_id": row["run_id"], "run_key": run.key, "paths": paths, "commit_sha": run.files[0].commit,
                "kind": run.kind, "pieces": len(run.files), "series": run.series, "x_kind": run.x_kind, "x": run.x,
                "leaderboard_row": leaderboard_row(store, row, paths)}
-        if have.get(row["run_id"]) == new:
-            continue
+        if have.get(row["run_id"]) != new:
+            pending.append(new)
+    if pending:
         with store.transaction() as cur:
-            cur.execute("DELETE FROM published_runs WHERE run_id = ?", [row["run_id"]])
-            cur.execute("INSERT INTO published_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(new.values()))
-        written += 1
-    return written
+            cur.executemany("DELETE FROM published_runs WHERE run_id = ?", [[n["run_id"]] for n in pending])
+            cur.executemany("INSERT INTO published_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [list(n.values()) for n in pending])
+    return len(pending)
