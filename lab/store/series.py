@@ -75,6 +75,23 @@ def series_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
     return fig
 
 
+def leaderboard_checkpoints(store: Store) -> pd.DataFrame:
+    """Leaderboard rows naming a checkpoint, shaped like series_frame (before any run is fetched)."""
+    df = store.query("SELECT model_label AS name, checkpoint_step AS x, score FROM leaderboard "
+                     "WHERE checkpoint_step IS NOT NULL AND score IS NOT NULL ORDER BY x")
+    df["series"] = "published leaderboard rows with a checkpoint (fetch a series for its curve)"
+    df["x_kind"], df["run_id"] = "checkpoint step", None
+    return df
+
+
 def series_plot(store: Store, first56_only: bool = False) -> go.Figure:
-    """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows)."""
-    return series_figure(series_frame(store))
+    """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows);
+    until a series is in the store it shows the leaderboard's checkpoint rows as points."""
+    df = series_frame(store)
+    if df.empty:
+        points = leaderboard_checkpoints(store)
+        if not points.empty:
+            fig = series_figure(points)
+            fig.update_traces(mode="markers")
+            return fig
+    return series_figure(df)
