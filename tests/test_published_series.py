@@ -35,6 +35,8 @@ def store(tmp_path: Path):
         path = results / "published" / RLVR.format(ckpt)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(variant(data, k, model_short=f"ckpt{ckpt}")))
+    rerun = results / "published" / "lfm25_echo_rlvr_gpu6_eval_20260612" / "lfm25-raw-base-no-sft-rerun-20260612.json"
+    rerun.write_text(json.dumps(variant(data, 7, model_short="rerun")))  # stands in for the file the leaderboard names
     # three lab runs sharing one model_path ("reference") and a name-derived checkpoint series
     for i, name in enumerate(("a", "b", "c")):
         (results / "runs").mkdir(exist_ok=True)
@@ -58,9 +60,12 @@ def test_display_names_are_unique_per_run(store):
 
 def test_published_runs_are_linked_and_sourced(store):
     rows = store.dicts("SELECT r.source, p.series, p.x, p.kind, p.leaderboard_row FROM runs r "
-                       "JOIN published_runs p USING (run_id) ORDER BY p.x")
+                       "JOIN published_runs p USING (run_id) WHERE p.series IS NOT NULL ORDER BY p.x")
     assert [(r["source"], r["series"], r["x"]) for r in rows] == [
         ("published", "ECHO RLVR raw (LFM2.5-8B-A1B)", x) for x in (25, 50, 75)]
+    row = store.scalar("SELECT row_no FROM leaderboard WHERE upstream_file LIKE '%lfm25-raw-base-no-sft-rerun-20260612.json'")
+    linked = store.scalar("SELECT p.leaderboard_row FROM published_runs p WHERE run_key LIKE '%no-sft-rerun-20260612'")
+    assert row is not None and linked == row
     assert link_published(store) == 0  # a second pass changes nothing
 
 

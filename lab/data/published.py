@@ -394,10 +394,13 @@ def load_owner_set(store, settings, spec: str | None = None, progress: bool = Tr
     """At start-up: fetch (or take from the cache) and import the set named by `LAB_PUBLISHED`, and
     refresh the published links (also after a store rebuild). None when no set is configured."""
     from lab.store.published_links import link_published
+    from lab.store.unique_names import unique_display_names
 
     spec = spec if spec is not None else os.environ.get("LAB_PUBLISHED", "")
-    if store is not None and (Path(settings.results_dir) / PUBLISHED_FOLDER).is_dir():
-        link_published(store)
+    if store is not None:
+        unique_display_names(store)  # a store built before names were made unique
+        if (Path(settings.results_dir) / PUBLISHED_FOLDER).is_dir():
+            link_published(store)
     if not spec.strip() or store is None:
         return None
     return fetch_and_import(store, select_set(spec), settings.cache_dir, settings.results_dir, progress=progress)
