@@ -176,3 +176,24 @@ def test_stored_replay_covers_only_answered_steps(tmp_path):
     result = json.loads((tmp_path / f"{SAMPLE}.json").read_text())
     assert result["aggregate"]["steps"] == 10 and result["aggregate"]["avg_command_f1"] == 0.1244
     assert len(result["per_step"]) == 10
+
+
+def test_owner_set_is_loaded_at_start(tmp_path, monkeypatch):
+    """A Space owner's LAB_PUBLISHED set is fetched and imported when the lab starts."""
+    from lab.settings import Settings
+    from lab.ui.app import create_context
+
+    results = make_results_dir(tmp_path)
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
+                        cache_dir=tmp_path / "cache", public=True)
+    with published_server() as (base, _):
+        monkeypatch.setenv("LAB_PUBLISHED_BASE_URL", base)
+        monkeypatch.setenv("LAB_PUBLISHED", SAMPLE)
+        ctx = create_context(settings, [])
+    try:
+        assert ctx.startup_warnings == []
+        rows = ctx.query("SELECT source, steps FROM runs").itertuples(index=False, name=None)
+        assert list(rows) == [("published", 10)]
+    finally:
+        ctx.pool.close_all()
+        ctx.store.close()
