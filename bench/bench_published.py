@@ -4,6 +4,7 @@ way `python -m lab data published fetch` does; then the Compare step switch with
 and a Triage slice over all 100 runs.
 
     python bench/bench_published.py            # writes only to a temporary folder
+    BENCH_PROFILE=1 python bench/bench_published.py --files 10   # plus a cProfile of 20 step switches
 
 The 303-step replay is the excerpt repeated under new task ids (bench/scale_replay.py's recipe), and
 each synthetic file answers exactly those steps, so Compare columns line up.
