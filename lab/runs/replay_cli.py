@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(`python -m lab data download`)")
     parser.add_argument("--engine", action="append", required=True, metavar="SPEC",
                         help="reference | stored:PATH | transformers:MODEL | vllm:MODEL_OR_PRESET | "
-                             "openai:BASE_URL#MODEL | a preset name (repeatable)")
+                             "transformers-serve:MODEL | openai:BASE_URL#MODEL | a preset name (repeatable); "
+                             "vllm: and transformers-serve: start their server, run, and stop it")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
     parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
                         help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")

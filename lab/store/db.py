@@ -66,7 +66,11 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+<<<<<<< HEAD
         self._ensured: set[Path] = set()
+=======
+        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
+>>>>>>> main
 
     # -- reading -----------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
@@ -206,6 +210,9 @@ def open_store(
         ) from None
     store = Store(con, db_path, res_dir)
     try:
+        from lab.store.equiv_columns import replay_equiv_contexts
+
+        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         version = store.stored_version()
         if version is None or version != schema_version():
             importer.rebuild(store, res_dir)

@@ -13,6 +13,7 @@ import pandas as pd
 from lab.errors import LabError, ResultFileError
 from lab.runs.resultfile import check_result, iter_result_files, scorer_for
 from lab.store.db import Store, quote_ident
+from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
 from lab.store.unique_names import unique_display_names
@@ -147,8 +148,14 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
+<<<<<<< HEAD
         row["source"] = source_of(stored_path)
         steps = steps_table(run_id, result["per_step"], name)
+=======
+        steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
+                                   getattr(store, "equiv_contexts", {}), scorer_for(result))
+        row.update(run_equiv_fields(steps, row["score"]))
+>>>>>>> main
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
             # a changed file replaces the run it was imported as before

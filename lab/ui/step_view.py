@@ -14,7 +14,11 @@ from lab.scoring.action import ParsedAction
 
 # view states of an engine column
 READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
+<<<<<<< HEAD
 ABSENT = "absent"  # a stored run without this step ("not in this run")
+=======
+CRASHED = "crashed"  # a managed server that died after it was ready
+>>>>>>> main
 
 
 @dataclass
@@ -26,6 +30,7 @@ class UnitMatch:
     other_index: int | None
     other_unit: str | None
     f1: float
+    equiv: str | None = None  # equivalent but not equal (lab.scoring.equiv): "equivalent" | "chain_part"
 
     @property
     def matched(self) -> bool:
@@ -56,6 +61,7 @@ class EngineView:
     metrics: dict[str, float] | None = None
     ref_rows: list[UnitMatch] = field(default_factory=list)
     pred_rows: list[UnitMatch] = field(default_factory=list)
+    equiv: Any = None  # lab.ui.equiv_view.EquivSummary: equiv_f1, not the published score
 
     @property
     def f1(self) -> float | None:
@@ -150,6 +156,9 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
     view.pred_units = list(result.parsed.command_units)
     view.metrics = metrics_dict(result.metrics)
     view.ref_rows, view.pred_rows = alignment_rows(view.pred_units, list(result.ref_parsed.command_units))
+    from lab.ui.equiv_view import annotate_equiv
+
+    annotate_equiv(view, getattr(result, "step", None), result.ref_parsed.command_units, result.metrics)
     return view
 
 
