@@ -66,11 +66,8 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
-<<<<<<< HEAD
         self._ensured: set[Path] = set()
-=======
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
->>>>>>> main
 
     # -- reading -----------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:

@@ -148,14 +148,10 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
-<<<<<<< HEAD
         row["source"] = source_of(stored_path)
-        steps = steps_table(run_id, result["per_step"], name)
-=======
         steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
                                    getattr(store, "equiv_contexts", {}), scorer_for(result))
         row.update(run_equiv_fields(steps, row["score"]))
->>>>>>> main
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
             # a changed file replaces the run it was imported as before

@@ -17,11 +17,8 @@ from lab.ui.step_view import (
     AUDIT_ERROR,
     AUDIT_PENDING,
     AUDIT_VERBATIM,
-<<<<<<< HEAD
     ABSENT,
-=======
     CRASHED,
->>>>>>> main
     ERROR,
     FAILED,
     LOADING,
@@ -49,11 +46,8 @@ STATE_LABELS = {
     LOADING: "engine loading…",
     FAILED: "engine failed to load",
     ERROR: "generation failed",
-<<<<<<< HEAD
     ABSENT: "not in this run",
-=======
     CRASHED: "engine server crashed",
->>>>>>> main
 }
 
 

@@ -14,11 +14,8 @@ from lab.scoring.action import ParsedAction
 
 # view states of an engine column
 READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
-<<<<<<< HEAD
 ABSENT = "absent"  # a stored run without this step ("not in this run")
-=======
 CRASHED = "crashed"  # a managed server that died after it was ready
->>>>>>> main
 
 
 @dataclass
