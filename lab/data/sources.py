@@ -90,9 +90,18 @@ def _load_with_datasets(name: str, split: str, **kwargs) -> list[dict]:
     return [dict(row) for row in dataset]
 
 
+COMMIT_IN_PATH = re.compile(r"/([0-9a-f]{40})/")
+
+
 def cached_replay_path(url: str, cache_dir: str | Path) -> Path:
-    """Where `download_replay` keeps the file of `url`."""
-    name = Path(urlparse(url).path).name or "replay.jsonl"
+    """Where `download_replay` keeps the file of `url`; a URL pinned to a commit gets the commit's
+    first 8 characters in the name (the corrected and the legacy file never share a cache slot)."""
+    path = urlparse(url).path
+    name = Path(path).name or "replay.jsonl"
+    pinned = COMMIT_IN_PATH.search(path)
+    if pinned:
+        stem, dot, suffix = name.rpartition(".")
+        name = f"{stem}.{pinned.group(1)[:8]}.{suffix}" if dot else f"{name}.{pinned.group(1)[:8]}"
     return Path(cache_dir) / name
 
 

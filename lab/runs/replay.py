@@ -109,6 +109,7 @@ def replay(
     timings = header.setdefault("timings", {"gen_time_sec": 0.0})
 
     todo = [i for i, s in enumerate(steps) if s.key not in done]
+    absent: set[str] = set()
     last_live = [0.0]
     total = len(steps)
     if progress:
@@ -123,15 +124,21 @@ def replay(
 
         def on_result(j: int, result: StepResult) -> None:
             nonlocal overhead
+            if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
+                absent.add(result.step.key)
+                if progress:
+                    last = len(done) + len(absent) == total
+                    progress(len(done) + len(absent), total, _live_aggregate(done, config.scorer) if last else None)
+                return
             t = time.perf_counter()
             done[result.step.key] = result.per_step
             checkpoint.append(result.per_step)
             if progress:
                 # the live aggregate is recomputed at most 4 times a second (and at the end)
                 live = None
-                if t - last_live[0] >= 0.25 or len(done) == total:
+                if t - last_live[0] >= 0.25 or len(done) + len(absent) == total:
                     live, last_live[0] = _live_aggregate(done, config.scorer), t
-                progress(len(done), total, live)
+                progress(len(done) + len(absent), total, live)
             overhead += time.perf_counter() - t
 
         t0 = time.perf_counter()

@@ -67,6 +67,7 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+        self._ensured: set[Path] = set()
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
@@ -125,7 +126,11 @@ class Store:
     def ensure_schema(self, extra_ddl_path: str | Path) -> None:
         """Apply an extra DDL file now and on every later open (must be idempotent)."""
         register_schema(extra_ddl_path)
-        self._run_ddl(Path(extra_ddl_path))
+        path = Path(extra_ddl_path).resolve()
+        if path in self._ensured:  # applied on this connection already (callers ask on every query)
+            return
+        self._run_ddl(path)
+        self._ensured.add(path)
 
     def _run_ddl(self, path: Path) -> None:
         with self._write_lock, self._con.cursor() as cur:

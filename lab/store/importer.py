@@ -17,8 +17,16 @@ from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
 from lab.store.sample_records import delete_samples, insert_samples, sample_tables
+from lab.store.unique_names import unique_display_names
 
 RUN_ID_CHARS = 12
+# First folder of a run's stored path -> its `runs.source` (files elsewhere are 'file').
+SOURCE_BY_FOLDER = {"published": "published"}
+
+
+def source_of(stored_path: str) -> str:
+    """'published' for files under `<results>/published/`, else 'file'."""
+    return SOURCE_BY_FOLDER.get(stored_path.split("/", 1)[0], "file") if "/" in stored_path else "file"
 
 
 @dataclass
@@ -141,6 +149,7 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
+        row["source"] = source_of(stored_path)
         steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
                                    getattr(store, "equiv_contexts", {}), scorer_for(result))
         row.update(run_equiv_fields(steps, row["score"]))
@@ -160,6 +169,7 @@ def import_file(
             finally:
                 cur.unregister("new_run")
                 cur.unregister("new_steps")
+        unique_display_names(store)
         report.added.append(name)
     except (LabError, OSError, ValueError, TypeError, KeyError) as exc:
         report.failed.append((name, str(exc)))

@@ -54,7 +54,21 @@ def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db
                 ctx.startup_warnings.append(f"engine '{spec}': {exc}")
     if open_db:
         ctx.open_store()
+        load_published(ctx)
     return ctx
+
+
+def load_published(ctx: LabContext) -> None:
+    """The owner's set of published runs (LAB_PUBLISHED) and their links; problems become warnings."""
+    from lab.data.published import load_owner_set
+
+    try:
+        report = load_owner_set(ctx.store, ctx.settings)
+    except LabError as exc:
+        ctx.startup_warnings.append(f"published runs (LAB_PUBLISHED): {exc}")
+        return
+    if report is not None:
+        ctx.startup_warnings.extend(f"published run {p}: {why}" for p, why in (*report.fetch.failed, *report.failed))
 
 
 class OpenInCompare:

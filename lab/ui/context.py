@@ -178,10 +178,15 @@ class LabContext:
             if key not in self._run_ids:
                 self._run_ids[key] = run_id_of(Path(path).read_bytes())
             run_id = self._run_ids[key]
+            if ("known", run_id) in self._run_ids:  # a run once found stays in the store (ids are content hashes)
+                return run_id
             known = self.query("SELECT count(*) AS n FROM runs WHERE run_id = ?", [run_id])
         except (OSError, LabError):
             return None
-        return run_id if int(known.iloc[0]["n"]) else None
+        if int(known.iloc[0]["n"]):
+            self._run_ids[("known", run_id)] = True
+            return run_id
+        return None
 
     def add_stored_run(self, run_id: str) -> str:
         """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""

@@ -9,6 +9,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.ui.context import LabContext
+from lab.ui.published_panel import build_published_panel
 from lab.ui.render_html import render_notice, esc
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
@@ -98,6 +99,7 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
         count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
         table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
                              elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
+        build_published_panel(ctx)
         plots = plot_registry()
         which = plot = None
         if plots:
