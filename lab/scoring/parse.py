@@ -4,6 +4,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from typing import NamedTuple
 
 from lab.scoring.action import ParsedAction
 from lab.scoring.units import split_command_units
@@ -24,16 +25,33 @@ INVALID_JSON = "invalid_json"  # there is a brace span but json.loads rejects it
 NOT_AN_OBJECT = "not_an_object"  # it parses, but to a list/number/bool/string/null
 
 
-def fenced_json(text: str) -> str | None:
-    """The `{…}` the harness's fence regex captures (SPEC §4 step 2), or None; linear time."""
+class FenceSpan(NamedTuple):
+    """Where the harness's fence regex matches: the whole match `[start, end)` and its `{…}` group."""
+
+    start: int
+    end: int
+    json_start: int
+    json_end: int
+
+
+def fence_span(text: str) -> FenceSpan | None:
+    """The match of the harness's fence regex in `text` (SPEC §4 step 2), or None; linear time."""
     opening = FENCE_OPEN.search(text)
     if opening is None:
         return None
     closing = FENCE_CLOSE_REVERSED.search(text[::-1])
     if closing is None:
         return None
-    start, end = opening.end() - 1, len(text) - closing.end()  # the `{` and the `}`
-    return text[start : end + 1] if end > start else None
+    brace, close_brace = opening.end() - 1, len(text) - closing.end()  # the `{` and the `}`
+    if close_brace <= brace:
+        return None
+    return FenceSpan(opening.start(), len(text) - closing.start(), brace, close_brace + 1)
+
+
+def fenced_json(text: str) -> str | None:
+    """The `{…}` the harness's fence regex captures, or None."""
+    span = fence_span(text)
+    return None if span is None else text[span.json_start : span.json_end]
 
 
 def json_span(text: str) -> str:

@@ -66,6 +66,8 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+        # (file, reason) of every result file under results/ the last open could not import
+        self.import_problems: list[tuple[str, str]] = []
 
     # -- reading -----------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
@@ -203,12 +205,12 @@ def open_store(
     try:
         version = store.stored_version()
         if version is None or version != schema_version():
-            importer.rebuild(store, res_dir)
+            store.import_problems = importer.rebuild(store, res_dir).failed
         else:
             for extra in _EXTRA_DDL:
                 store._run_ddl(extra)
             if sync and res_dir.is_dir():
-                importer.import_path(store, res_dir)
+                store.import_problems = importer.import_path(store, res_dir).failed
     except BaseException:
         store.close()
         raise
