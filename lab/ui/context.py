@@ -106,6 +106,9 @@ class LabContext:
             self.set_replay(load_replay(source or self.settings.replay_path, settings=self.settings))
         except LabError as exc:
             self.replay, self.replay_error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the app starts and shows the problem instead of dying
+            self.replay = None
+            self.replay_error = f"replay source {source or self.settings.replay_path!r} could not be loaded: {type(exc).__name__}: {exc}"
 
     def download_replay(self) -> None:
         """Download the public replay file into the cache and load it (raises LabError on failure)."""
