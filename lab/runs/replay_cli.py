@@ -53,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
 
 
+def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dict:
+    """How the steps of a run were chosen, as its checkpoint records it (resume must match)."""
+    return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
+
+
 def _sampling(engine, args: argparse.Namespace) -> Sampling:
     base = getattr(engine, "default_sampling", None) or Sampling()
     values = base.to_dict()
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len, sampling=_sampling(engine, args),
             run_name=args.name if len(args.engine) == 1 else None,
             replay_fingerprint=replay_set.fingerprint,
-            selection={"mode": args.mode, "tasks": sorted(set(args.tasks)) if args.tasks else None, "limit": args.limit},
+            selection=step_selection(args.mode, args.tasks, args.limit),
         )
         bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
 
