@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Iterator
 
 # Deepest nesting accepted (a result file needs about 6 levels, a replay record about 4). Deeper
 # input is refused before any recursive code (json.dumps, copies, the UI) could touch it.
 MAX_DEPTH = 64
 BOM = "\ufeff"
+# a `\uD800`-`\uDFFF` escape: JSON allows it, but a lone one cannot be written back as UTF-8
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 Loc = tuple[str | int, ...]
 
@@ -42,10 +45,40 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> object:
         raise JsonTextError(f"nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError as exc:
         raise JsonTextError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    check_decoded(text, value, max_depth)
+    return value
+
+
+def check_decoded(text: str, value: object, max_depth: int = MAX_DEPTH) -> None:
+    """JsonTextError when a decoded value is nested too deep or holds a lone surrogate (`\ud800`)."""
     deep = too_deep(value, max_depth)
     if deep is not None:
         raise JsonTextError(f"nested deeper than {max_depth} levels (at {format_loc(deep)})")
-    return value
+    if SURROGATE_ESCAPE.search(text):
+        loc = lone_surrogate(value)
+        if loc is not None:
+            raise JsonTextError(f"a string at {format_loc(loc)} holds a lone UTF-16 surrogate (\\uD800-\\uDFFF)")
+
+
+def lone_surrogate(value: object) -> Loc | None:
+    """The location of the first string (or key) holding a lone surrogate, else None."""
+    stack: list[tuple[object, Loc]] = [(value, ())]
+    while stack:
+        item, loc = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return loc
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if _SURROGATE.search(k):
+                    return loc
+                stack.append((v, (*loc, k)))
+        elif isinstance(item, list):
+            stack.extend((v, (*loc, i)) for i, v in enumerate(item))
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def too_deep(value: object, max_depth: int = MAX_DEPTH) -> Loc | None:
@@ -80,5 +113,12 @@ def format_loc(loc: Loc) -> str:
     """`('sampling', 'llm_kwargs', 0)` → `sampling.llm_kwargs[0]`."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{one_line(part)}" if out else one_line(part))
     return out or "(top level)"
+
+
+def one_line(text: object, limit: int = 80) -> str:
+    """`text` shortened, with line breaks escaped, for a one-line message."""
+    text = str(text)
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text

@@ -64,12 +64,8 @@ def decode_line(raw: bytes, line_no: int) -> object:
     except json.JSONDecodeError as exc:
         raise jsontext.JsonTextError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
-        data = None
-        deep: tuple | None = ()
-    else:
-        deep = jsontext.too_deep(data)
-    if deep is not None:
-        raise jsontext.JsonTextError(f"JSON nested deeper than {jsontext.MAX_DEPTH} levels")
+        raise jsontext.JsonTextError(f"JSON nested deeper than {jsontext.MAX_DEPTH} levels") from None
+    jsontext.check_decoded(text, data)
     return data
 
 
@@ -140,6 +136,6 @@ def record_format(data: dict) -> str:
     """`conversations` (raw source), `messages` (current 303-step set) or `per_turn` (older)."""
     if "conversations" in data:
         return "conversations"
-    if "messages" in data:
+    if data.get("messages") is not None:
         return "messages"
     return "per_turn"

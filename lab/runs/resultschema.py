@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 
 from lab.data.step import MAX_STEP_IDX
 from lab.errors import ResultFileError
-from lab.jsontext import Loc, format_loc, non_finite
+from lab.jsontext import Loc, format_loc, non_finite, one_line
 
 MAX_COUNT = 2**31 - 1
 MAX_PROBLEMS_SHOWN = 3
@@ -120,7 +120,7 @@ class ResultFile(_Open):
 def _row_label(rows: Any, index: int) -> str:
     row = rows[index] if isinstance(rows, list) and 0 <= index < len(rows) else None
     if isinstance(row, dict) and "task_id" in row and "step_idx" in row:
-        return f"per_step[{index}] ({str(row['task_id'])[:60]}/{str(row['step_idx'])[:30]})"
+        return f"per_step[{index}] ({one_line(row['task_id'], 60)}/{one_line(row['step_idx'], 30)})"
     return f"per_step[{index}]"
 
 
