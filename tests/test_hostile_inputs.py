@@ -86,8 +86,9 @@ def test_deeply_nested_result_file(tmp_path):
     assert_one_line_error(run_lab("rescore", str(path), "-o", str(tmp_path / "o.json")), str(path), "nested")
 
 
-@pytest.mark.parametrize("units", ["[" * DEEP + "]" * DEEP, "(" * DEEP + ")" * DEEP, "['ls', " * 200_000 + "'x']",
-                                   "[" + "1," * 300_000 + "]"], ids=["recursive", "recursive-tuple", "huge", "numbers"])
+@pytest.mark.parametrize("units", ["1+" * DEEP + "1", "-" * DEEP + "1", "[" * DEEP + "]" * DEEP, "(" * DEEP + ")" * DEEP,
+                                   "['ls', " * 200_000 + "'x']", "[" + "1," * 300_000 + "]"],
+                         ids=["recursive-sum", "recursive-minus", "nested", "nested-tuple", "huge", "numbers"])
 def test_units_stored_as_hostile_repr_strings(tmp_path, units):
     path = tmp_path / "units.json"
     path.write_text(json.dumps({"per_step": [dict(GOLDEN_ROW, pred_command_units=units)]}))
