@@ -1,10 +1,13 @@
 # The lab as a Hugging Face Docker Space.
-#   CPU hardware (stored results only):  docker build -t tb2lite-lab .
-#   GPU hardware (vLLM engines):         docker build --build-arg REQUIREMENTS=requirements-gpu.txt \
-#                                          --build-arg BASE=nvidia/cuda:12.8.1-runtime-ubuntu24.04 -t tb2lite-lab .
+#   CPU hardware (stored results, CPU engines):  docker build -t tb2lite-lab .
+#   GPU hardware (managed vLLM engines):         docker build --build-arg VLLM=1 \
+#                                                  --build-arg BASE=nvidia/cuda:13.0.1-runtime-ubuntu24.04 -t tb2lite-lab-gpu .
+# The GPU build makes two environments: the lab's (/opt/venv, requirements.txt, CPU torch: the UI
+# process never touches CUDA) and vLLM's (/opt/vllm, requirements-vllm.txt, vLLM's own CUDA 13
+# torch 2.13). The lab starts `vllm serve` from the second one (LAB_VLLM).
 ARG BASE=python:3.11-slim
 FROM ${BASE}
-ARG REQUIREMENTS=requirements.txt
+ARG VLLM=0
 
 RUN if ! command -v python3 >/dev/null; then \
       apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-venv git \
@@ -16,15 +19,18 @@ ENV PATH=/opt/venv/bin:$PATH \
     GRADIO_SERVER_NAME=0.0.0.0 \
     PORT=7860 \
     LAB_CACHE_DIR=/data/cache \
-    HF_HOME=/data/hf
+    HF_HOME=/data/hf \
+    LAB_VLLM=/opt/vllm/bin/vllm
 
 # Spaces run as uid 1000 with a writable /data when persistent storage is on; fall back to /tmp.
 RUN useradd -m -u 1000 user && mkdir -p /data && chown user /data
 WORKDIR /home/user/app
 COPY --chown=user requirements*.txt ./
-RUN if [ "$REQUIREMENTS" = "requirements.txt" ]; then \
-      pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu; \
-    fi && pip install --no-cache-dir -r "$REQUIREMENTS"
+RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+    && pip install --no-cache-dir -r requirements.txt
+RUN if [ "$VLLM" = "1" ]; then \
+      python3 -m venv /opt/vllm && /opt/vllm/bin/pip install --no-cache-dir -r requirements-vllm.txt; \
+    fi
 COPY --chown=user . .
 USER user
 EXPOSE 7860

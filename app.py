@@ -19,13 +19,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--replay", help="replay .jsonl (default: $LAB_REPLAY, else the cached download)")
     parser.add_argument("--results", help="results folder (leaderboard CSVs, result JSON files)")
     parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
-                        help="engine to load at start (repeatable): reference, stored:PATH, transformers:…, vllm:…, openai:…")
+                        help="engine to load at start (repeatable): reference, stored:PATH, transformers:…, vllm:…, "
+                             "transformers-serve:…, openai:…")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from lab.engines.servers import install_exit_handlers
     from lab.settings import Settings
+
+    install_exit_handlers()  # Ctrl-C, SIGTERM or exit: no model server outlives the lab
     from lab.ui.app import build_app, create_context, launch_options, opening_message, startup_report
 
     overrides = {}

@@ -13,6 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rescore": ("lab.runs.rescore", "recompute per-step metrics and the aggregate of a result file"),
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
+    "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
 }
 
 
@@ -32,6 +33,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    from lab.engines.servers import install_exit_handlers
+
+    install_exit_handlers()  # managed model servers stop with the command
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:

@@ -28,6 +28,8 @@ class Settings:
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
     - `cache_dir`: downloads (the public replay file).
     - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
+    - `whatif_shared`: whether what-if edits made on the page go to the shared store (off on a public
+      Space unless the owner sets LAB_WHATIF_SHARED=1: visitors' edits then stay in their session).
     """
 
     results_dir: Path = PROJECT_ROOT / "results"
@@ -40,6 +42,7 @@ class Settings:
     replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL", DEFAULT_REPLAY_URL))
     public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
     allow_engine_loading: bool | None = None
+    whatif_shared: bool | None = None
 
     def __post_init__(self) -> None:
         self.results_dir = Path(self.results_dir)
@@ -53,3 +56,5 @@ class Settings:
         if self.allow_engine_loading is None:
             # Public deployments (HF Spaces) load no engines unless the owner sets LAB_ALLOW_ENGINES=1.
             self.allow_engine_loading = _env_flag("LAB_ALLOW_ENGINES", default=not self.public)
+        if self.whatif_shared is None:
+            self.whatif_shared = _env_flag("LAB_WHATIF_SHARED", default=not self.public)

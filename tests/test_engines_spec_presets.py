@@ -1,14 +1,12 @@
 """SPEC parsing, the registry, presets validation and the vLLM argument translation (no vLLM)."""
 from __future__ import annotations
 
-import sys
 
 import pytest
 
 from lab.engines import Sampling, create_engine, engine_kinds, engine_options, load_presets, resolve_spec
 from lab.engines.openai_engine import api_root, completion_body
 from lab.engines.spec import split_spec
-from lab.engines.vllm_engine import VLLM_MISSING, lora_rank_setting, vllm_llm_kwargs, vllm_sampling_kwargs
 from lab.errors import EngineLoadError, EngineSpecError
 
 PRESETS = load_presets()
@@ -57,7 +55,8 @@ def test_published_presets_match_design():
     for preset in PRESETS.values():
         assert preset.kind == "vllm" and not preset.trust_remote_code
         assert preset.engine["dtype"] == "bfloat16" and preset.engine["tensor_parallel_size"] == 1
-        assert preset.engine["max_model_len"] == 49152 and preset.engine["gpu_memory_utilization"] == 0.92
+        assert preset.engine["max_model_len"] == 49152
+        assert "gpu_memory_utilization" not in preset.engine  # the pool splits the GPU budget
     assert PRESETS["qwen35-2b-sft"].published["score"] == 39.52
     assert PRESETS["qwen35-2b-sft"].engine["language_model_only"] is True
     assert PRESETS["lfm25-8b-a1b-sft"].engine["language_model_only"] is False
@@ -136,36 +135,15 @@ def test_load_presets_errors_name_file_and_key(tmp_path, body, message):
     assert str(path) in str(err.value) and message in str(err.value)
 
 
-def test_vllm_kwargs_from_preset_and_sampling():
-    preset = PRESETS["qwen35-2b-sft"]
-    kwargs = vllm_llm_kwargs(preset.hf_id, preset.engine)
-    assert kwargs == {
-        "model": preset.hf_id,
-        "dtype": "bfloat16",
-        "tensor_parallel_size": 1,
-        "max_model_len": 49152,
-        "gpu_memory_utilization": 0.92,
-        "enable_prefix_caching": True,
-        "trust_remote_code": False,
-        "language_model_only": True,
-    }
-    lora = vllm_llm_kwargs("Qwen/Qwen3.5-0.8B", PRESETS["qwen35-08b-grpo"].engine, lora_rank=64)
-    assert (lora["enable_lora"], lora["max_loras"], lora["max_lora_rank"]) == (True, 1, 64)
-    assert lora_rank_setting(4) == 16 and lora_rank_setting(33) == 64
-    assert "language_model_only" not in vllm_llm_kwargs("m", PRESETS["lfm25-8b-a1b-sft"].engine)
-    assert vllm_sampling_kwargs(Sampling()) == {
-        "temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "repetition_penalty": 1.0, "skip_special_tokens": True,
-    }
-    tuned = vllm_sampling_kwargs(Sampling(temperature=0.7, top_p=0.95, max_tokens=256, min_p=0.05, stop=["```\n"], seed=3))
-    assert tuned["min_p"] == 0.05 and tuned["stop"] == ["```\n"] and tuned["seed"] == 3
-
-
-def test_vllm_missing_gives_clear_load_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    engine = create_engine("vllm:qwen35-2b-sft", presets=PRESETS)
+def test_vllm_without_its_executable_gives_clear_load_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAB_VLLM", str(tmp_path / "no-vllm-env" / "vllm"))
+    monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))
+    engine = create_engine(f"vllm:{tmp_path}", presets=PRESETS)
     with pytest.raises(EngineLoadError) as err:
         engine.load()
-    assert str(err.value) == VLLM_MISSING
+    message = str(err.value)
+    assert f"cannot start '{tmp_path / 'no-vllm-env' / 'vllm'}'" in message
+    assert "requirements-vllm.txt" in message and "LAB_VLLM" in message and "Traceback" not in message
 
 
 def test_openai_url_and_body():

@@ -2,6 +2,9 @@
 
 An engine that fails to load is shown as `failed` with its reason; one that raises while
 generating gets the error in each of its completions. Neither stops the other engines.
+Managed servers (`vllm:`, `transformers-serve:`) start one at a time, each waiting until it
+answers; a server that dies shows as `crashed` with its exit code and log lines, and
+`restart(name)` brings it back. vLLM engines share each GPU's memory budget (`add_many`).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from lab.engines.presets import Preset
 from lab.engines.registry import create_engine, resolve_spec
 from lab.errors import EngineSpecError, LabError
 
-LOADING, READY, FAILED = "loading", "ready", "failed"
+LOADING, READY, FAILED, CRASHED = "loading", "ready", "failed", "crashed"
 PUBLIC_KINDS = ("reference", "stored")
 
 Requests = list[Request] | Mapping[str, list[Request]] | Callable[[EngineBase], list[Request]]
@@ -63,6 +66,7 @@ class EnginePool:
         self.presets = presets
         self._slots: dict[str, Slot] = {}
         self._lock = threading.RLock()
+        self._start_lock = threading.Lock()  # managed servers start one at a time
 
     # --- admission -------------------------------------------------------------------
     def check_allowed(self, spec: str) -> None:
@@ -99,29 +103,92 @@ class EnginePool:
 
         Bad specs and disallowed engines raise EngineSpecError at once; load failures show up
         in `status()` as state `failed` with the reason."""
-        self.check_allowed(spec)
-        engine = create_engine(spec, presets=self.presets, **overrides)
-        with self._lock:
-            slot_name = self._unique_name(name or engine.name, engine.kind)
-            engine.name = slot_name
-            slot = Slot(name=slot_name, spec=spec, engine=engine)
-            slot.thread = threading.Thread(target=self._load, args=(slot,), name=f"load-{slot_name}", daemon=True)
-            self._slots[slot_name] = slot
-        slot.thread.start()
-        return slot_name
+        return self.add_many([spec], [name], **overrides)[0]
 
-    def _load(self, slot: Slot) -> None:
+    def add_many(self, specs: list[str], names: list[str | None] | None = None, **overrides) -> list[str]:
+        """Add several engines at once: vLLM engines without their own GPU share split what is
+        left of the budget on their GPU. Raises (and adds nothing) when one spec is bad or the
+        engines cannot fit."""
+        names = list(names or [None] * len(specs))
+        for spec in specs:
+            self.check_allowed(spec)
+        engines = [create_engine(spec, presets=self.presets, **overrides) for spec in specs]
+        with self._lock:
+            slots = []
+            for spec, name, engine in zip(specs, names, engines):
+                slot_name = self._unique_name(name or engine.name, engine.kind)
+                engine.name = slot_name
+                slots.append(Slot(name=slot_name, spec=spec, engine=engine))
+                self._slots[slot_name] = slots[-1]  # reserved now so names stay unique
+            try:
+                self._share_gpu_memory([slot.engine for slot in slots])
+            except LabError:
+                for slot in slots:
+                    self._slots.pop(slot.name, None)
+                raise
+            for slot in slots:
+                slot.thread = threading.Thread(target=self._load, args=(slot,), name=f"load-{slot.name}", daemon=True)
+        for slot in slots:
+            slot.thread.start()
+        return [slot.name for slot in slots]
+
+    def _share_gpu_memory(self, new: list[EngineBase]) -> None:
+        """Give each new vLLM engine without its own share its part of its GPU's budget."""
+        from lab.engines.servers.config import server_settings
+        from lab.engines.servers.gpu_budget import GpuRequest, split_budget
+
+        wanted = [e for e in new if hasattr(e, "set_gpu_memory_utilization")]
+        if not wanted:
+            return
+        held: dict[int, list[tuple[str, float]]] = {}
+        for slot in self._slots.values():
+            engine = slot.engine
+            if engine in new or not hasattr(engine, "set_gpu_memory_utilization") or slot.state == FAILED:
+                continue
+            if engine.gpu_memory_utilization is not None:
+                held.setdefault(engine.gpu_index(), []).append((slot.name, engine.gpu_memory_utilization))
+        config = server_settings()
+        shares = split_budget(
+            [GpuRequest(e.name, e.gpu_index(), e.gpu_memory_utilization) for e in wanted], held,
+            budget=float(config["gpu_memory_budget"]), minimum=float(config["min_gpu_memory_utilization"]),
+        )
+        for engine in wanted:
+            engine.set_gpu_memory_utilization(shares[engine.name])
+
+    def _load(self, slot: Slot, action: Callable[[], None] | None = None) -> None:
+        action = action or slot.engine.load
         try:
-            slot.engine.load()
+            if getattr(slot.engine, "managed", False):
+                with self._start_lock:  # one server starts at a time, each until it answers
+                    if slot.removed:
+                        return
+                    action()
+            else:
+                action()
         except BaseException as exc:  # noqa: BLE001 - anything a loader raises is shown, not thrown
             with self._lock:
                 slot.state, slot.error = FAILED, one_line(exc)
             return
         with self._lock:
-            slot.state = READY
+            slot.state, slot.error = READY, None
             close_now = slot.removed
         if close_now:  # removed while loading
             slot.engine.close()
+
+    def restart(self, name: str) -> None:
+        """Restart a managed engine's server (crashed, failed or running) in the background."""
+        with self._lock:
+            slot = self._slots.get(name)
+            if slot is None:
+                raise EngineSpecError(f"no engine named '{name}' in the pool")
+            if not hasattr(slot.engine, "restart"):
+                raise EngineSpecError(f"engine '{name}' ({slot.engine.kind}) runs no server to restart; unload and add it again")
+            if slot.state == LOADING:
+                raise EngineSpecError(f"engine '{name}' is still starting; wait until it is ready or failed")
+            slot.state, slot.error = LOADING, None
+            slot.thread = threading.Thread(target=self._load, args=(slot, slot.engine.restart),
+                                           name=f"restart-{name}", daemon=True)
+        slot.thread.start()
 
     def wait(self, names: list[str] | None = None, timeout: float | None = None) -> bool:
         """Wait until the named (default: all) engines finished loading; True if none is loading."""
@@ -139,8 +206,8 @@ class EnginePool:
             if slot is None:
                 raise EngineSpecError(f"no engine named '{name}' in the pool")
             slot.removed = True
-            loaded = slot.state == READY
-        if loaded:
+            loaded = slot.state == READY or getattr(slot.engine, "managed", False)
+        if loaded:  # a managed engine's server is stopped whatever its state
             slot.engine.close()
 
     def get(self, name: str) -> EngineBase:
@@ -154,7 +221,16 @@ class EnginePool:
     def state(self, name: str) -> str:
         with self._lock:
             slot = self._slots.get(name)
-            return slot.state if slot else "absent"
+        return self._state_of(slot)[0] if slot else "absent"
+
+    @staticmethod
+    def _state_of(slot: Slot) -> tuple[str, str | None]:
+        """(state, error): a ready managed engine whose server died is `crashed`, with its exit
+        code and log lines as the error."""
+        server = getattr(slot.engine, "server", None)
+        if slot.state == READY and server is not None and server.state in ("crashed", "stopped"):
+            return CRASHED, server.failure_text()
+        return slot.state, slot.error
 
     def names(self, state: str | None = None) -> list[str]:
         with self._lock:
@@ -167,7 +243,8 @@ class EnginePool:
         rows = []
         for slot in slots:
             info = None
-            if slot.state == READY:
+            state, error = self._state_of(slot)
+            if state == READY:
                 try:
                     info = slot.engine.describe()
                 except Exception:  # noqa: BLE001 - a status row must never fail
@@ -178,11 +255,12 @@ class EnginePool:
                     "spec": slot.spec,
                     "kind": slot.engine.kind,
                     "model": slot.engine.model_id,
-                    "state": slot.state,
-                    "error": slot.error,
+                    "state": state,
+                    "error": error,
                     "device": info.device if info else None,
                     "memory_gb": info.memory_gb if info else None,
                     "lora": info.lora if info else getattr(slot.engine, "lora", None),
+                    "server": slot.engine.server_status() if hasattr(slot.engine, "server_status") else None,
                 }
             )
         return rows
@@ -230,8 +308,9 @@ class EnginePool:
         except Exception as exc:  # noqa: BLE001 - e.g. prompt rendering failed for this engine
             results[name] = [Completion(text="", error=f"could not prepare requests: {one_line(exc)}")]
             return
-        if slot is None or slot.state != READY:
-            why = "not in the pool" if slot is None else f"{slot.state}" + (f": {slot.error}" if slot.error else "")
+        state, error = self._state_of(slot) if slot is not None else ("absent", None)
+        if slot is None or state != READY:
+            why = "not in the pool" if slot is None else f"{state}" + (f": {error}" if error else "")
             completions = [Completion(text="", error=f"engine '{name}' is not ready ({why})") for _ in todo]
             for i, completion in enumerate(completions):
                 self._notify(on_done, name, i, completion)

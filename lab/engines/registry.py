@@ -3,7 +3,8 @@
     reference                          answers with the reference reply
     stored:PATH                        answers from a result JSON file
     transformers:MODEL_OR_PATH|PRESET  local transformers (+ peft LoRA)
-    vllm:MODEL_OR_PATH|PRESET          in-process vLLM (GPU)
+    vllm:MODEL_OR_PATH|PRESET          a `vllm serve` the lab starts and stops (GPU)
+    transformers-serve:MODEL_OR_PATH   a `transformers serve` the lab starts and stops (CPU/GPU)
     openai:BASE_URL#MODEL              an OpenAI-compatible /v1/completions server
     PRESET                             a preset key, loaded with the preset's kind
 
@@ -19,16 +20,18 @@ from lab.engines.openai_engine import OpenAIEngine
 from lab.engines.presets import Preset, load_presets
 from lab.engines.reference import ReferenceEngine
 from lab.engines.spec import split_spec
+from lab.engines.servers.transformers_serve import TransformersServeEngine
+from lab.engines.servers.vllm_server import VLLMServerEngine
 from lab.engines.stored import StoredEngine
 from lab.engines.transformers_engine import TransformersEngine
-from lab.engines.vllm_engine import VLLMEngine
 from lab.errors import EngineSpecError
 
 ENGINE_KINDS: dict[str, type[EngineBase]] = {
     "reference": ReferenceEngine,
     "stored": StoredEngine,
     "transformers": TransformersEngine,
-    "vllm": VLLMEngine,
+    "vllm": VLLMServerEngine,
+    "transformers-serve": TransformersServeEngine,
     "openai": OpenAIEngine,
 }
 KIND_USAGE = {
@@ -36,10 +39,11 @@ KIND_USAGE = {
     "stored": "stored:PATH",
     "transformers": "transformers:MODEL_OR_PATH",
     "vllm": "vllm:MODEL_OR_PRESET",
+    "transformers-serve": "transformers-serve:MODEL_OR_PATH",
     "openai": "openai:BASE_URL#MODEL",
 }
 # kinds whose target may name a preset
-PRESET_KINDS = {"transformers", "vllm"}
+PRESET_KINDS = {"transformers", "vllm", "transformers-serve"}
 
 
 def _unknown(spec: str, presets: dict[str, Preset] | None, problem: str) -> EngineSpecError:

@@ -5,7 +5,7 @@ import hashlib
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -20,7 +20,9 @@ from lab.runs.checkpoint import Checkpoint
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file
 from lab.runs.resultschema import validate_result, validate_rows
+from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
+from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
 
 # progress(done, total, live_aggregate_or_None): the aggregate comes with some calls only
 ProgressFn = Callable[[int, int, dict | None], None]
@@ -46,6 +48,8 @@ class ReplayConfig:
     extra: dict = field(default_factory=dict)
     replay_fingerprint: str = ""  # ReplaySet.fingerprint: sha256 of the replay source
     selection: dict = field(default_factory=dict)  # how the steps were chosen: mode, tasks, limit
+    samples: int = 1  # answers per step (lab.runs.samples); 1 writes exactly today's files
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
 
 
 def run_file_name(engine: Engine, explicit: str | None = None) -> str:
@@ -79,6 +83,8 @@ def replay(
     final_path = out_dir / f"{stem}.json"
     checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
     sampling = config.sampling or getattr(engine, "default_sampling", None) or Sampling()
+    if config.samples > 1:  # sample k uses seed S + k; the file records S
+        sampling = replace(sampling, seed=base_seed(sampling))
 
     prompts = [render_for_engine(engine, s) for s in steps]
     generates = engine.kind not in PROMPT_FREE_KINDS
@@ -138,7 +144,12 @@ def replay(
             mark[0] = time.perf_counter()
 
         try:
-            run_steps(engine, [steps[i] for i in chunk], sampling, on_result, config.scorer, [prompts[i] for i in chunk])
+            chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
+            if config.samples > 1:
+                run_sampled_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts,
+                                  n=config.samples)
+            else:
+                run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
         finally:
             checkpoint.sync()
 
@@ -154,7 +165,7 @@ def replay(
 # What must match for a checkpoint to be resumed: mixing answers of another engine, other sampling
 # settings, another replay file or another selection of steps into one result file would make its
 # numbers meaningless (and label rows scored against one replay with another's name).
-RESUME_KEYS = ("engine", "sampling", "scorer", "replay_sha256", "selection", "step_keys")
+RESUME_KEYS = ("engine", "sampling", "scorer", "samples", "replay_sha256", "selection", "step_keys")
 RESUME_LABELS = {"replay_sha256": "replay source", "selection": "step selection", "step_keys": "selected steps"}
 
 
@@ -218,6 +229,8 @@ def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, steps: lis
         header["replay_sha256"] = config.replay_fingerprint
     if config.selection:
         header["selection"] = config.selection
+    if config.samples > 1:
+        header["samples"] = config.samples
     return header
 
 
@@ -257,7 +270,8 @@ def _result(
             **getattr(engine, "engine_settings", lambda: {})(),
         },
         "prompt_template": prompt_template,
-        "aggregate": aggregate_scores(per_step, config.scorer),
+        "aggregate": {**aggregate_scores(per_step, config.scorer),
+                      **(stability_aggregate(per_step, config.pass_threshold) if config.samples > 1 else {})},
         "per_step": per_step,
         "scoring_version": LEGACY if config.scorer == "legacy" else CORRECTED,
         "engine_spec": engine.spec,

@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(`python -m lab data download`)")
     parser.add_argument("--engine", action="append", required=True, metavar="SPEC",
                         help="reference | stored:PATH | transformers:MODEL | vllm:MODEL_OR_PRESET | "
-                             "openai:BASE_URL#MODEL | a preset name (repeatable)")
+                             "transformers-serve:MODEL | openai:BASE_URL#MODEL | a preset name (repeatable); "
+                             "vllm: and transformers-serve: start their server, run, and stop it")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
     parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
                         help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
@@ -49,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=_number(float, 0), default=None)
     parser.add_argument("--top-p", type=_number(float, 0, 1, low_open=True), default=None)
     parser.add_argument("--max-model-len", type=_number(int, 1), default=None, help="context guard limit (default: engine's)")
+    parser.add_argument("--samples", type=_number(int, 1), default=1, metavar="N",
+                        help="answers per step (seeds S, S+1, …); the per-step fields stay sample 0's, each step "
+                             "gains `samples`, the aggregate mean_f1_over_samples, f1_std_mean and pass_at_k")
+    parser.add_argument("--seed", type=_number(int, 0), default=None, metavar="S", help="sampling seed (of sample 0; default 0 "
+                        "with --samples)")
+    parser.add_argument("--pass-threshold", type=_number(float, 0, 1), default=None, metavar="F1",
+                        help="a sample passes when its F1 is at least this (pass@k; default 0.5)")
     parser.add_argument("--allow-raw-fallback", action="store_true",
                         help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
 
@@ -61,7 +69,8 @@ def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dic
 def _sampling(engine, args: argparse.Namespace) -> Sampling:
     base = getattr(engine, "default_sampling", None) or Sampling()
     values = base.to_dict()
-    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p)):
+    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p),
+                     ("seed", getattr(args, "seed", None))):
         if arg is not None:
             values[key] = arg
     return Sampling(**values)
@@ -72,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from lab.engines import create_engine
     from lab.runs.replay import ReplayConfig, replay
 
+    from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
+
+    check_sample_args(args)
     settings = Settings()
     replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
     source = replay_set.path
@@ -105,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
             run_name=args.name if len(args.engine) == 1 else None,
             replay_fingerprint=replay_set.fingerprint,
             selection=step_selection(args.mode, args.tasks, args.limit),
+            samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )
+        warn_if_greedy(spec, config)
         bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
 
         def progress(done: int, total: int, agg: dict | None, bar=bar) -> None:
@@ -124,4 +138,6 @@ def run(args: argparse.Namespace) -> int:
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
+        if "pass_at_k" in agg:
+            print(samples_line(agg))
     return 1 if failures else 0

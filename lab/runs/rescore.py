@@ -13,6 +13,7 @@ import sys
 from typing import Iterable
 
 from lab.errors import ResultFileError
+from lab.runs.samples import rescore_samples
 from lab.runs.resultfile import LEGACY, coerce_units, read_result_file, scoring_version, write_result_file
 from lab.scoring import SCORERS, aggregate_scores, score_batch, task_complete_fields
 
@@ -65,7 +66,7 @@ def _apply(result: dict, pairs: list[tuple[list[str], list[str]]], metrics: list
     out["per_step"] = rows
     out["aggregate"] = {**(result.get("aggregate") or {}), **aggregate_scores(rows, scorer)}
     out["rescored_with"] = scorer
-    return out
+    return rescore_samples(out, scorer)  # sampled answers (replay --samples), if any
 
 
 def rescore_result(result: dict, scorer: str = DEFAULT_SCORER) -> dict:

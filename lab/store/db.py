@@ -39,7 +39,8 @@ def schema_version(path: Path | None = None) -> int:
 
 
 # Core objects, dropped on rebuild (tables other modules add, e.g. annotations, are kept).
-CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version")
+CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version",
+               "samples", "sample_stats")
 CORE_VIEWS = ("results_all",)
 
 
@@ -68,6 +69,7 @@ class Store:
         self._write_lock = threading.RLock()
         # (file, reason) of every result file under results/ the last open could not import
         self.import_problems: list[tuple[str, str]] = []
+        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
@@ -203,6 +205,9 @@ def open_store(
         ) from None
     store = Store(con, db_path, res_dir)
     try:
+        from lab.store.equiv_columns import replay_equiv_contexts
+
+        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         version = store.stored_version()
         if version is None or version != schema_version():
             store.import_problems = importer.rebuild(store, res_dir).failed

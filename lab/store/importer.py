@@ -12,8 +12,10 @@ import pandas as pd
 from lab.errors import LabError, ResultFileError
 from lab.runs.resultfile import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
+from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
+from lab.store.sample_records import delete_samples, insert_samples, sample_tables
 
 RUN_ID_CHARS = 12
 
@@ -134,17 +136,22 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
-        steps = steps_table(run_id, result["per_step"], name)
+        steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
+                                   getattr(store, "equiv_contexts", {}), scorer_for(result))
+        row.update(run_equiv_fields(steps, row["score"]))
+        sampled = sample_tables(run_id, result, name)
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
             # a changed file replaces the run it was imported as before
             cur.execute("DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs WHERE path = ?)", [stored_path])
+            delete_samples(cur, stored_path)
             cur.execute("DELETE FROM runs WHERE path = ?", [stored_path])
             cur.register("new_run", run_df)
             cur.register("new_steps", steps)
             try:
                 cur.execute("INSERT INTO runs BY NAME SELECT * FROM new_run")
                 cur.execute("INSERT INTO steps BY NAME SELECT * FROM new_steps")
+                insert_samples(cur, sampled)
             finally:
                 cur.unregister("new_run")
                 cur.unregister("new_steps")

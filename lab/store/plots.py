@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from lab.store import queries
 from lab.store.db import Store
+from lab.store.equiv_plots import equiv_vs_f1_figure
 
 STYLE_PATH = Path(__file__).with_name("plot_style.yaml")
 
@@ -282,6 +283,7 @@ PLOT_SPECS: dict[str, tuple[Callable[..., pd.DataFrame], Callable[[pd.DataFrame]
     "by_source_group": (queries.by_source_group, source_group_figure),
     "checkpoint_series": (queries.checkpoint_series, checkpoint_series_figure),
     "tb2lite_vs_tblite": (queries.tb2lite_vs_tblite, tb2lite_vs_tblite_figure),
+    "equiv_vs_f1": (queries.equiv_vs_f1, equiv_vs_f1_figure),
 }
 
 
@@ -308,4 +310,5 @@ PLOTS: dict[str, Callable[[Store, bool], go.Figure]] = {
     "by_source_group": lambda store, first56_only=False: figure_for(store, "by_source_group"),
     "checkpoint_series": lambda store, first56_only=False: figure_for(store, "checkpoint_series", min_points=2),
     "tb2lite_vs_tblite": lambda store, first56_only=False: figure_for(store, "tb2lite_vs_tblite"),
+    "equiv_vs_f1": lambda store, first56_only=False: figure_for(store, "equiv_vs_f1"),
 }

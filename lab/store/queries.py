@@ -29,6 +29,7 @@ ORDERS: dict[str, dict[str, str]] = {
         "precision": "precision DESC NULLS LAST",
         "recall": "recall DESC NULLS LAST",
         "rank": "rank NULLS LAST",
+        "spelling_gap": "spelling_gap DESC NULLS LAST",
     },
     "runs": {
         "imported_at": "imported_at DESC",
@@ -124,6 +125,11 @@ def checkpoint_series(store: Store, family_or_pattern: str = "%", min_points: in
 
 def tb2lite_vs_tblite(store: Store, base_model: str | None = None) -> pd.DataFrame:
     return run_query(store, "tb2lite_vs_tblite", base_model=base_model)
+
+
+def equiv_vs_f1(store: Store, first56_only: bool = False, include_runs: bool = True) -> pd.DataFrame:
+    """Lab runs' equiv score (not the published score) and harness score, biggest spelling gap first."""
+    return run_query(store, "equiv_vs_f1")
 
 
 def runs(store: Store, order: str = "imported_at") -> pd.DataFrame:

@@ -5,7 +5,7 @@
 -- name: leaderboard
 SELECT name, source, run_id, model_id, family, training_method, params_b, active_params_b,
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
-       sec_per_step, load_s, template_status, rank_eligible, rank, in_first_56
+       sec_per_step, load_s, template_status, rank_eligible, rank, in_first_56, equiv_score, spelling_gap
 FROM results_all
 WHERE scoring_version = 'corrected_303'
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56))
@@ -104,7 +104,8 @@ ORDER BY benchmark DESC, base_model, score DESC, name;
 -- name: runs
 SELECT run_id, display_name, path, model_id, scoring_version, steps, tasks, score, avg_command_f1,
        avg_command_precision, avg_command_recall, first_cmd_exact_pct, valid_json_pct, avg_sec_per_step,
-       template_status, rank_eligible, timestamp, family, params_b, training_method, checkpoint_step, imported_at
+       template_status, rank_eligible, timestamp, family, params_b, training_method, checkpoint_step, imported_at,
+       equiv_score, spelling_gap
 FROM runs
 ORDER BY {order}, display_name;
 
@@ -142,3 +143,11 @@ FROM tblite ORDER BY row_no;
 SELECT rank, model_label, legacy_score, avg_command_f1, first_cmd_exact_pct, sec_per_step, load_s,
        scoring_version, comparable
 FROM legacy_leaderboard ORDER BY row_no;
+
+-- name: equiv_vs_f1
+-- equiv_f1 (lab/scoring/equiv; NOT the published score) next to the harness F1, lab runs only:
+-- published rows have no units to normalise.
+SELECT name, source, run_id, family, training_method, score, equiv_score, spelling_gap
+FROM results_all
+WHERE source = 'run' AND scoring_version = 'corrected_303' AND score IS NOT NULL AND equiv_score IS NOT NULL
+ORDER BY spelling_gap DESC, name;

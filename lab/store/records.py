@@ -64,7 +64,8 @@ STEP_FIELDS: dict[str, tuple[pa.DataType, Callable[[Any], Any]]] = {
     "units_from_fallback": (pa.bool_(), _bool),
     "error": (pa.string(), _str),
 }
-_DERIVED = ("task_id", "step_idx", "source_group", "bucket", "ref_command_units", "pred_command_units")
+_DERIVED = ("task_id", "step_idx", "source_group", "bucket", "ref_command_units", "pred_command_units",
+            "samples")  # sampled answers go to the `samples` table (lab.store.sample_records)
 STEP_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),

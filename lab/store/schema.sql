@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 1
+-- schema_version: 3
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -132,7 +132,11 @@ CREATE TABLE runs (
     checkpoint_step             INTEGER,
     meta_json                   VARCHAR,               -- top-level fields other than per_step/aggregate
     aggregate_json              VARCHAR,
-    imported_at                 TIMESTAMP NOT NULL
+    imported_at                 TIMESTAMP NOT NULL,
+    -- equiv_f1, the lab's shell-aware second opinion: NOT the published score (lab/scoring/equiv)
+    avg_equiv_f1                DOUBLE,                -- mean of steps.equiv_f1
+    equiv_score                 DOUBLE,                -- 100 x avg_equiv_f1
+    spelling_gap                DOUBLE                 -- equiv_score - score (points lost to spelling)
 );
 
 -- One row per run x step. (run_id, step_key) is stable: other modules key annotations on it.
@@ -172,6 +176,51 @@ CREATE TABLE steps (
     units_from_fallback     BOOLEAN,
     error                   VARCHAR,
     extra_json              VARCHAR,                   -- any other per-step keys
+    -- equiv_f1 (not the published score): F1 after the rules of lab/scoring/equiv_rules.yaml
+    equiv_precision         DOUBLE,
+    equiv_recall            DOUBLE,
+    equiv_f1                DOUBLE,
+    equiv_cwd               VARCHAR,                   -- working directory `cd` was resolved against (NULL: unknown)
+    PRIMARY KEY (run_id, step_key)
+);
+
+-- One row per run x step x sampled answer (result files written with `replay --samples N`; the
+-- step's own row in `steps` is sample 0). Columns as in the per-step `samples` entries.
+CREATE TABLE samples (
+    run_id              VARCHAR NOT NULL,
+    step_key            VARCHAR NOT NULL,
+    sample              INTEGER NOT NULL,          -- 0 … N-1
+    seed                BIGINT,
+    raw_output          VARCHAR,
+    pred_command_units  VARCHAR[],
+    n_pred_units        INTEGER,
+    valid_json          BOOLEAN,
+    pred_task_complete  BOOLEAN,
+    first_cmd_exact     DOUBLE,
+    command_precision   DOUBLE,
+    command_recall      DOUBLE,
+    command_f1          DOUBLE,
+    finish_reason       VARCHAR,
+    completion_tokens   INTEGER,
+    latency_s           DOUBLE,
+    parse_failure       VARCHAR,
+    error               VARCHAR,
+    PRIMARY KEY (run_id, step_key, sample)
+);
+
+-- One row per run x step that has samples: its figures over them (lab.scoring.stability).
+CREATE TABLE sample_stats (
+    run_id          VARCHAR NOT NULL,
+    step_key        VARCHAR NOT NULL,
+    n_samples       INTEGER NOT NULL,
+    f1_mean         DOUBLE,
+    f1_std          DOUBLE,                        -- population std of the samples' F1
+    f1_min          DOUBLE,
+    f1_max          DOUBLE,
+    f1_spread       DOUBLE,                        -- max - min
+    n_pass          INTEGER,                       -- samples with F1 >= pass_threshold
+    pass_threshold  DOUBLE,
+    n_distinct      INTEGER,                       -- distinct answers (command-unit lists)
     PRIMARY KEY (run_id, step_key)
 );
 
@@ -182,7 +231,8 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, model_label AS na
        family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
        sec_per_step, load_s, template_status, rank_eligible, in_first_56, rank,
-       'corrected_303' AS scoring_version
+       'corrected_303' AS scoring_version,
+       CAST(NULL AS DOUBLE) AS equiv_score, CAST(NULL AS DOUBLE) AS spelling_gap
 FROM leaderboard
 UNION ALL
 SELECT 'run', run_id,
@@ -192,7 +242,7 @@ SELECT 'run', run_id,
        family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
        score, FALSE, avg_command_f1, avg_command_precision, avg_command_recall, first_cmd_exact_pct,
        valid_json_pct, avg_sec_per_step, load_time_sec, template_status, rank_eligible, FALSE, NULL,
-       scoring_version
+       scoring_version, equiv_score, spelling_gap
 FROM runs;
 
 CREATE TABLE schema_version (

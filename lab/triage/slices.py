@@ -31,10 +31,12 @@ ORDER_COLUMNS = {
     "strict_f1": "f.strict_f1",
     "n_ref_units": "s.n_ref_units",
     "n_pred_units": "s.n_pred_units",
+    "equiv_f1": "s.equiv_f1",
+    "spelling_gap": "(s.equiv_f1 - s.command_f1)",
 }
 # Columns of the step list (the big unit arrays and raw text stay in the store until a step is opened).
 LIST_COLUMNS = """s.run_id, r.display_name AS run, s.step_key, s.task_id, s.step_idx, s.bucket, s.source_group,
-    s.command_f1, f.strict_f1, s.first_cmd_exact, s.valid_json, f.failure_kind, s.ref_task_complete,
+    s.command_f1, f.strict_f1, s.equiv_f1, round(s.equiv_f1 - s.command_f1, 4) AS spelling_gap, s.first_cmd_exact, s.valid_json, f.failure_kind, s.ref_task_complete,
     s.pred_task_complete, s.n_ref_units, s.n_pred_units, s.finish_reason, f.flags,
     (SELECT string_agg(DISTINCT a.tag, ', ' ORDER BY a.tag) FROM annotations a
       WHERE a.run_id = s.run_id AND a.step_key = s.step_key) AS tags"""
@@ -66,6 +68,10 @@ class SliceSpec:
     tags: list[str] = field(default_factory=list)  # any of these annotation tags
     order_by: str = "run"
     descending: bool = False
+    # equiv_f1 (lab/scoring/equiv; not the published score) and its gap over the harness F1
+    equiv_f1_min: float | None = None
+    equiv_f1_max: float | None = None
+    spelling_gap_min: float | None = None
 
     # -- dict ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -134,7 +140,7 @@ class SliceSpec:
             raise LabError(f"slice field 'text_in': {self.text_in!r}; use commands, raw or both")
         if self.order_by not in ORDER_COLUMNS:
             raise LabError(f"slice field 'order_by': {self.order_by!r}; use {', '.join(ORDER_COLUMNS)}")
-        for lo, hi in (("f1_min", "f1_max"), ("ref_units_min", "ref_units_max")):
+        for lo, hi in (("f1_min", "f1_max"), ("ref_units_min", "ref_units_max"), ("equiv_f1_min", "equiv_f1_max")):
             a, b = getattr(self, lo), getattr(self, hi)
             if a is not None and b is not None and a > b:
                 raise LabError(f"slice fields '{lo}' ({a}) and '{hi}' ({b}): the minimum is above the maximum")
@@ -198,6 +204,12 @@ def slice_where(spec: SliceSpec) -> tuple[str, list[Any]]:
         add("s.command_f1 >= ?", spec.f1_min)
     if spec.f1_max is not None:
         add("s.command_f1 <= ?", spec.f1_max)
+    if spec.equiv_f1_min is not None:
+        add("s.equiv_f1 >= ?", spec.equiv_f1_min)
+    if spec.equiv_f1_max is not None:
+        add("s.equiv_f1 <= ?", spec.equiv_f1_max)
+    if spec.spelling_gap_min is not None:
+        add("s.equiv_f1 - s.command_f1 >= ?", spec.spelling_gap_min)
     if spec.first_cmd_exact is not None:
         add("(s.first_cmd_exact >= 1.0) = ?", spec.first_cmd_exact)
     if spec.valid_json is not None:

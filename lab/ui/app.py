@@ -43,12 +43,15 @@ def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db
     source = configured_replay(settings)
     if source:
         ctx.load_replay(source)
-    for spec in engine_specs:
-        try:
-            ctx.add_engine(spec)
-        except LabError as exc:
-            log.warning("engine %s: %s", spec, exc)
-            ctx.startup_warnings.append(f"engine '{spec}': {exc}")
+    try:
+        ctx.add_engines(list(engine_specs))  # together: vLLM engines split their GPU's budget
+    except LabError:
+        for spec in engine_specs:
+            try:
+                ctx.add_engine(spec)
+            except LabError as exc:
+                log.warning("engine %s: %s", spec, exc)
+                ctx.startup_warnings.append(f"engine '{spec}': {exc}")
     if open_db:
         ctx.open_store()
     return ctx

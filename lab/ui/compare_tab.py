@@ -16,6 +16,7 @@ from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
 from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_engine, run_steps
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
+from lab.ui.samples_panel import build_samples_panel
 from lab.ui.render_html import (
     render_audit_body,
     render_columns,
@@ -23,7 +24,9 @@ from lab.ui.render_html import (
     render_f1_gap,
     render_notice,
 )
+from lab.ui.whatif_view import build_whatif_view
 from lab.ui.step_view import (
+    CRASHED,
     AUDIT_DISPLAY_ONLY,
     AUDIT_ERROR,
     AUDIT_PENDING,
@@ -78,8 +81,8 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
     cached = ctx.views.get((entry.name, step.key))
     if cached is not None:
         return cached
-    if entry.state == FAILED:
-        return engine_view_state(entry.spec, entry.name, FAILED, entry.error, entry.kind)
+    if entry.state in (FAILED, CRASHED):
+        return engine_view_state(entry.spec, entry.name, entry.state, entry.error, entry.kind)
     if entry.state == LOADING or entry.engine is None:
         return engine_view_state(entry.spec, entry.name, LOADING, None, entry.kind)
     if entry.instant and compute_instant:
@@ -387,6 +390,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         context_html = gr.HTML(elem_id="lab-context")
         gr.Markdown("### Engines", elem_classes=["lab-h"])
         columns_html = gr.HTML(elem_id="lab-columns")
+        build_samples_panel(ctx, step)  # N answers per engine: F1 strip, collapsed answers (lab.ui.samples_panel)
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
                 gr.Markdown("### Command F1 by engine", elem_classes=["lab-h"])
@@ -395,6 +399,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                 heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
                                           allow_custom_value=True)
                 heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+        whatif = build_whatif_view(ctx, step, show_all)
         # the prompt audit panels ask for their content through these (see SHORTCUTS_JS)
         audit_request = gr.Textbox(visible="hidden", elem_id="lab-audit-request")
         audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
@@ -479,6 +484,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
         show_progress="minimal", api_name="generate",
     )
+    whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
     audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(

@@ -56,12 +56,13 @@ class EngineEntry:
     spec: str
     name: str
     kind: str
-    state: str  # loading | ready | failed
+    state: str  # loading | ready | failed | crashed
     error: str | None = None
     engine: Any = None
     device: str = ""
     memory_gb: float | None = None
     notes: str = ""
+    server: dict | None = None  # managed servers: state, pid, port, exit code, log tail, GPU memory
 
     @property
     def instant(self) -> bool:
@@ -217,6 +218,18 @@ class LabContext:
             self.pool.wait([name])
         return name
 
+    def add_engines(self, specs: list[str]) -> list[str]:
+        """Add several engines at once (vLLM engines split their GPU's memory budget)."""
+        names = self.pool.add_many(list(specs))
+        for name in names:
+            self.forget_engine(name)
+        return names
+
+    def restart_engine(self, name: str) -> None:
+        """Restart a managed engine's server; its cached columns go."""
+        self.pool.restart(name)
+        self.forget_engine(name)
+
     def remove_engine(self, name: str) -> None:
         self.pool.remove(name)
         self.forget_engine(name)
@@ -245,4 +258,5 @@ def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
         device=str(row.get("device") or ""),
         memory_gb=row.get("memory_gb"),
         notes=str(getattr(info, "notes", "") or "") if info else "",
+        server=row.get("server"),
     )

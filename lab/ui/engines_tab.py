@@ -12,8 +12,10 @@ from lab.ui.render_html import esc, render_notice
 
 SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "
-    "<code>vllm:MODEL_OR_PRESET</code>, <code>openai:BASE_URL#MODEL</code>, or a preset name; options after "
-    "<code>?</code>, e.g. <code>transformers:/models/tiny?device=cpu&amp;name=tiny</code>."
+    "<code>vllm:MODEL_OR_PRESET</code> (a <code>vllm serve</code> the lab starts), "
+    "<code>transformers-serve:MODEL_OR_PATH</code>, <code>openai:BASE_URL#MODEL</code>, or a preset name; options after "
+    "<code>?</code>, e.g. <code>transformers:/models/tiny?device=cpu&amp;name=tiny</code>. Several SPECs separated "
+    "by spaces are added together (vLLM engines then split the GPU's memory)."
 )
 
 
@@ -28,21 +30,40 @@ def preset_choices() -> list[tuple[str, str]]:
     return [(f"{p.display_name} ({key})", key) for key, p in presets.items()]
 
 
+def _server_cells(server: dict | None) -> tuple[str, str, str]:
+    """(port, pid, GPU memory) cells of a managed server's row; dashes for other engines."""
+    if not server:
+        return "–", "–", "–"
+    running = server.get("state") in ("starting", "ready")
+    port = str(server.get("port")) if running and server.get("port") else "–"
+    pid = str(server.get("pid")) if running and server.get("pid") else "–"
+    memory = server.get("gpu_memory_gb")
+    return port, pid, (f"{memory:.2f} GB" if memory is not None else "none")
+
+
 def render_engine_table(entries: list[EngineEntry]) -> str:
-    """Status of every engine: state (with the failure reason), kind, device, memory."""
+    """Status of every engine: state (with the failure reason and a server's log lines), kind,
+    a managed server's port, PID and GPU memory, device, memory."""
     if not entries:
         return '<div class="lab-empty">No engines loaded.</div>'
     rows = []
     for e in entries:
-        state = f'<span class="lab-state-{esc(e.state)}">{esc(e.state)}</span>'
+        server = e.server or {}
+        shown = server.get("state") if server and e.state == "loading" else e.state
+        state = f'<span class="lab-state-{esc(shown)}" data-state="{esc(shown)}">{esc(shown)}</span>'
         if e.error:
             state += f'<div class="lab-error-text">{esc(e.error)}</div>'
+        elif server.get("tail") and e.state != "ready":
+            state += f'<div class="lab-error-text lab-log-tail">{esc(chr(10).join(server["tail"][-8:]))}</div>'
         memory = f"{e.memory_gb:.1f} GB" if e.memory_gb is not None else "–"
+        port, pid, gpu = _server_cells(e.server)
         rows.append(
-            f"<tr><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div></td><td>{esc(e.kind)}</td>"
-            f"<td>{state}</td><td>{esc(e.device or '–')}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
+            f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div></td>"
+            f"<td>{esc(e.kind)}</td><td>{state}</td><td data-port>{port}</td><td data-pid>{pid}</td><td>{gpu}</td>"
+            f"<td>{esc(e.device or '–')}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
         )
-    head = "<tr><th>engine</th><th>kind</th><th>status</th><th>device</th><th>memory</th><th>notes</th></tr>"
+    head = ("<tr><th>engine</th><th>kind</th><th>status</th><th>port</th><th>PID</th><th>GPU memory</th>"
+            "<th>device</th><th>memory</th><th>notes</th></tr>")
     return f'<table class="lab-engines">{head}{"".join(rows)}</table>'
 
 
@@ -73,13 +94,15 @@ def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC") -> 
     if not text:
         hint = "Pick a preset first." if what == "preset" else "Type an engine SPEC first, e.g. 'reference' or 'stored:PATH'."
         return EngineAction(False, hint)
+    specs = text.split()
     try:
-        name = ctx.add_engine(text)
+        names = ctx.add_engines(specs) if len(specs) > 1 else [ctx.add_engine(text)]
     except LabError as exc:
         return EngineAction(False, f"Cannot add '{text}': {exc}")
     if ctx.replay is not None:
         warm_instant_engines(ctx)
-    return EngineAction(True, f"Adding engine '{name}'; it loads in the background (status below).")
+    listed = ", ".join(f"'{n}'" for n in names)
+    return EngineAction(True, f"Adding engine {listed}; it loads in the background (status below).")
 
 
 def unload_engine_action(ctx: LabContext, name: str | None) -> EngineAction:
@@ -93,10 +116,22 @@ def unload_engine_action(ctx: LabContext, name: str | None) -> EngineAction:
     return EngineAction(True, f"Unloaded '{name}'.")
 
 
+def restart_engine_action(ctx: LabContext, name: str | None) -> EngineAction:
+    """Restart the server of the managed engine `name` (in the background)."""
+    if not name:
+        return EngineAction(False, "Pick an engine to restart.")
+    try:
+        ctx.restart_engine(name)
+    except LabError as exc:
+        return EngineAction(False, str(exc))
+    return EngineAction(True, f"Restarting '{name}'; it answers again when its state is ready.")
+
+
 def engine_status(ctx: LabContext) -> tuple[str, list[str], bool]:
     """(status table HTML, engine names, whether any engine is still loading)."""
     entries = ctx.engine_entries()
-    return render_engine_table(entries), [e.name for e in entries], any(e.state == "loading" for e in entries)
+    watch = any(e.state == "loading" or e.server for e in entries)  # managed servers can crash at any time
+    return render_engine_table(entries), [e.name for e in entries], watch
 
 
 def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
@@ -119,8 +154,9 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
         gr.Markdown("### Engines", elem_classes=["lab-h"])
         table = gr.HTML(render_engine_table(ctx.engine_entries()), elem_id="lab-engine-table")
         with gr.Row(equal_height=True):
-            which = gr.Dropdown([e.name for e in ctx.engine_entries()], value=None, label="engine to unload", scale=4,
+            which = gr.Dropdown([e.name for e in ctx.engine_entries()], value=None, label="engine", scale=4,
                                 elem_id="lab-unload-which")
+            restart = gr.Button("Restart", scale=1, elem_id="lab-restart")
             unload = gr.Button("Unload", variant="stop", scale=1, elem_id="lab-unload")
             refresh = gr.Button("Refresh status", scale=1)
         timer = gr.Timer(1.0, active=False)
@@ -139,6 +175,7 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
     add_preset.click(lambda key: report(add_engine_action(ctx, key, "preset")), preset, outs,
                      api_visibility="private")
     unload.click(lambda name: report(unload_engine_action(ctx, name)), which, outs, api_name="unload_engine")
+    restart.click(lambda name: report(restart_engine_action(ctx, name), name), which, outs, api_name="restart_engine")
     refresh.click(status, which, outs, api_visibility="private")
     tab.select(status, which, outs, api_visibility="private", show_progress="hidden")
     timer.tick(status, which, outs, api_visibility="private", show_progress="hidden")

@@ -11,11 +11,13 @@ from typing import Mapping, Sequence
 from lab.data import StepContext
 from lab.prompts.contracts import initial_screen
 from lab.scoring.action import ParsedAction
+from lab.ui.equiv_view import equiv_badge, render_equiv_metric
 from lab.ui.step_view import (
     AUDIT_DISPLAY_ONLY,
     AUDIT_ERROR,
     AUDIT_PENDING,
     AUDIT_VERBATIM,
+    CRASHED,
     ERROR,
     FAILED,
     LOADING,
@@ -43,6 +45,7 @@ STATE_LABELS = {
     LOADING: "engine loading…",
     FAILED: "engine failed to load",
     ERROR: "generation failed",
+    CRASHED: "engine server crashed",
 }
 
 
@@ -250,7 +253,8 @@ def render_diff(ref_rows: Sequence[UnitMatch], pred_rows: Sequence[UnitMatch], f
     rows = []
     for row in ref_rows[:limit]:
         if row.matched:
-            pred = f'<span class="lab-idx">#{row.other_index}</span> <code>{esc(row.other_unit)}</code>'
+            pred = (f'<span class="lab-idx">#{row.other_index}</span> <code>{esc(row.other_unit)}</code>'
+                    f'{equiv_badge(getattr(row, "equiv", None))}')
             rows.append(
                 f'<tr style="{sim_style(row.f1)}"><td><code>{esc(row.unit)}</code></td>'
                 f'<td>{pred}</td><td class="lab-f1">{row.f1:.2f}</td></tr>'
@@ -303,7 +307,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
     )
     if view.state != "ready":
         label = STATE_LABELS.get(view.state, view.state)
-        cls = "lab-error-box" if view.state in (ERROR, FAILED) else "lab-state-box"
+        cls = "lab-error-box" if view.state in (ERROR, FAILED, CRASHED) else "lab-state-box"
         detail = f'<div class="lab-error-text">{esc(view.error)}</div>' if view.error else ""
         prompt = render_prompt_block(view, full) if view.prompt_text else ""
         return (
@@ -320,7 +324,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
     matched = sum(1 for r in view.ref_rows if r.matched)
     return (
         f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="ready">{head}'
-        f"{render_metrics(view.metrics)}{render_timings(view)}"
+        f"{render_metrics(view.metrics)}{render_equiv_metric(getattr(view, 'equiv', None))}{render_timings(view)}"
         f"{render_prompt_block(view, full)}{audit_html}"
         f'<details class="lab-details" open><summary>{raw_title}</summary>'
         f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'

@@ -14,8 +14,10 @@ from lab.ui.render_html import render_notice, esc
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
-           "valid_json_pct", "sec_per_step", "template_status", "family", "training_method", "params_b", "run_id"]
-SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step"]
+           "valid_json_pct", "sec_per_step", "template_status", "family", "training_method", "params_b",
+           "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
+SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step",
+         "spelling_gap"]
 MAX_ROWS = 500
 
 

@@ -14,6 +14,7 @@ from lab.scoring.action import ParsedAction
 
 # view states of an engine column
 READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
+CRASHED = "crashed"  # a managed server that died after it was ready
 
 
 @dataclass
@@ -25,6 +26,7 @@ class UnitMatch:
     other_index: int | None
     other_unit: str | None
     f1: float
+    equiv: str | None = None  # equivalent but not equal (lab.scoring.equiv): "equivalent" | "chain_part"
 
     @property
     def matched(self) -> bool:
@@ -55,6 +57,7 @@ class EngineView:
     metrics: dict[str, float] | None = None
     ref_rows: list[UnitMatch] = field(default_factory=list)
     pred_rows: list[UnitMatch] = field(default_factory=list)
+    equiv: Any = None  # lab.ui.equiv_view.EquivSummary: equiv_f1, not the published score
 
     @property
     def f1(self) -> float | None:
@@ -146,6 +149,9 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
     view.pred_units = list(result.parsed.command_units)
     view.metrics = metrics_dict(result.metrics)
     view.ref_rows, view.pred_rows = alignment_rows(view.pred_units, list(result.ref_parsed.command_units))
+    from lab.ui.equiv_view import annotate_equiv
+
+    annotate_equiv(view, getattr(result, "step", None), result.ref_parsed.command_units, result.metrics)
     return view
 
 

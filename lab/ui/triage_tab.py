@@ -20,6 +20,7 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
+from lab.ui.stability_triage import build_stability_panel
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -66,7 +67,7 @@ def _num(value: Any) -> float | None:
 FILTER_FIELDS = (
     "run_ids", "f1_min", "f1_max", "first_cmd_exact", "valid_json", "failure_kinds", "task_complete", "buckets",
     "source_groups", "task_ids", "ref_units_min", "ref_units_max", "text", "text_regex", "text_in", "flags",
-    "risk_names", "tags", "order_by", "descending",
+    "risk_names", "tags", "order_by", "descending", "equiv_f1_min", "equiv_f1_max", "spelling_gap_min",
 )  # fmt: skip
 
 
@@ -86,6 +87,8 @@ def spec_from_inputs(*values: Any) -> SliceSpec:
         "text": v["text"] or "", "text_regex": bool(v["text_regex"]), "text_in": v["text_in"] or "both",
         "flags": list(v["flags"] or []), "risk_names": list(v["risk_names"] or []), "tags": list(v["tags"] or []),
         "order_by": v["order_by"] or "run", "descending": bool(v["descending"]),
+        "equiv_f1_min": _num(v["equiv_f1_min"]), "equiv_f1_max": _num(v["equiv_f1_max"]),
+        "spelling_gap_min": _num(v["spelling_gap_min"]),
     })  # fmt: skip
 
 
@@ -196,9 +199,15 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 flags = gr.Dropdown(list(BOOLEAN_FLAGS), multiselect=True, label="Flags (all must hold)")
                 risks = gr.Dropdown(risk_names, multiselect=True, label="Risk pattern (any)")
                 tags = gr.Dropdown(choices.tags, multiselect=True, allow_custom_value=True, label="Tag (any)")
+            with gr.Row():  # equiv_f1: the shell-aware second opinion, not the published score
+                equiv_min = gr.Number(None, label="equiv F1 ≥ (not the published score)", minimum=0, maximum=1,
+                                      elem_id="triage-equiv-min")
+                equiv_max = gr.Number(None, label="equiv F1 ≤", minimum=0, maximum=1, elem_id="triage-equiv-max")
+                gap_min = gr.Number(None, label="spelling gap ≥ (equiv F1 − F1)", minimum=0, maximum=1,
+                                    elem_id="triage-gap-min")
             filters = [run_ids, f1_min, f1_max, first_exact, valid_json, failure_kinds, task_complete, buckets,
                        source_groups, task_ids, units_min, units_max, text, text_regex, text_in, flags, risks, tags,
-                       order_by, descending]  # fmt: skip
+                       order_by, descending, equiv_min, equiv_max, gap_min]  # fmt: skip
             with gr.Row():
                 apply_btn = gr.Button("Apply filters", variant="primary", elem_id="triage-apply")
                 slice_name = gr.Textbox(label="Slice name", scale=2)
@@ -258,6 +267,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         with gr.Accordion("Parse-failure taxonomy", open=False):
             tax_btn = gr.Button("Count failures per run (runs of the slice, or all)")
             tax_table = gr.Dataframe(interactive=False)
+
+        build_stability_panel(ctx, open_in_compare)  # unstable steps, mean F1 vs stability, samples A vs B
 
         # ---- handlers -----------------------------------------------------------------------
         def show(page_no, *values):

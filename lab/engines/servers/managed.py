@@ -1,0 +1,191 @@
+"""`ManagedEngine`: an engine whose model runs in a server process the lab starts and stops.
+
+`load()` starts the server (its own process group, a free 127.0.0.1 port, its own log),
+waits until it answers, then talks to it through the lab's OpenAI-compatible client, exactly
+like an `openai:` engine. Subclasses give the command line (`server_argv`) and the model name
+the server answers to (`served_model`).
+"""
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from dataclasses import replace
+
+from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
+from lab.engines.servers.config import log_dir, log_file_name, server_settings
+from lab.engines.servers.gpu_memory import gpu_memory_gb
+from lab.engines.servers.supervisor import READY, ManagedServer, ServerFailed
+from lab.engines.spec import as_number
+from lab.errors import EngineLoadError, EngineSpecError
+
+MANAGED_OPTIONS = {
+    "concurrency": "parallel requests (default: 64 for vLLM, 4 for transformers serve)",
+    "gpu": "GPU index for this server (sets CUDA_VISIBLE_DEVICES)",
+    "tokenizer": "tokenizer folder or Hub id used to render prompts (default: the model)",
+    "ready_timeout": "seconds the server may take to answer after it starts",
+    "*": "any other option becomes a server flag: max_num_seqs=128 -> --max-num-seqs 128",
+}
+
+
+class ManagedEngine(EngineBase):
+    """A model served by a supervised local process; generation goes through the OpenAI client."""
+
+    managed = True  # the pool starts these one at a time
+    MISSING_HINT = ""  # what to do when the server's executable cannot be started
+    PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
+
+    def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
+        known = set(COMMON_OPTIONS) | set(self.OPTIONS)
+        self.extra = {k: v for k, v in config.options.items() if k not in known} if self.PASSTHROUGH else {}
+        if "trust_remote_code" in self.extra:
+            raise EngineSpecError(
+                f"engine spec '{config.spec}': trust_remote_code is never a SPEC option; only a preset that "
+                "declares `trust_remote_code: true` in assets/models.yaml runs a model's own code"
+            )
+        config = replace(config, options={k: v for k, v in config.options.items() if k not in self.extra})
+        super().__init__(config, model_id=model_id, name=name)
+        kind_settings = server_settings()
+        default_concurrency = int((kind_settings.get("concurrency") or {}).get(self.kind, 4))
+        cap = self.options.pop("concurrency", None)
+        self.concurrency = int(as_number(cap, "concurrency", int)) if cap is not None else default_concurrency
+        if self.concurrency < 1:
+            raise EngineSpecError(f"engine spec '{self.spec}': concurrency must be at least 1")
+        gpu = self.options.pop("gpu", None)
+        self.gpu = str(int(as_number(gpu, "gpu", int))) if gpu is not None else None
+        self.tokenizer_source = self.options.pop("tokenizer", None)
+        timeout = self.options.pop("ready_timeout", None)
+        default_timeout = float((kind_settings.get("ready_timeout") or {}).get(self.kind, 600))
+        self.ready_timeout = float(as_number(timeout, "ready_timeout")) if timeout is not None else default_timeout
+        self.server: ManagedServer | None = None
+        self.client = None
+        self.max_model_len: int | None = None
+
+    # --- what subclasses give ------------------------------------------------------------
+    @abstractmethod
+    def server_argv(self, port: int) -> list[str]:
+        """The command that serves the model on 127.0.0.1:`port`."""
+
+    @abstractmethod
+    def served_model(self) -> str:
+        """The model name requests must use (`--served-model-name`, a LoRA module, …)."""
+
+    def prepare(self) -> None:
+        """Work before the server starts (e.g. fetch a LoRA adapter); default: nothing."""
+
+    def server_env(self) -> dict[str, str]:
+        """Environment added to the lab's for the server."""
+        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+
+    def rendering_tokenizer(self) -> str:
+        return self.tokenizer_source or self.model_id
+
+    # --- life cycle ----------------------------------------------------------------------
+    def load(self) -> None:
+        start = time.perf_counter()
+        self.prepare()
+        self.server = ManagedServer(
+            self.name, self.server_argv, log_dir() / log_file_name(self.name),
+            env=self.server_env(), ready_timeout=self.ready_timeout,
+        )
+        try:
+            self.server.start()
+        except ServerFailed as exc:
+            raise ServerFailed(f"{exc}. {self.MISSING_HINT}".rstrip(". ")) from None
+        try:
+            self.server.wait_ready()
+            self._connect()
+        except BaseException:
+            self.server.stop()
+            raise
+        self.load_time_sec = time.perf_counter() - start
+        self.loaded = True
+
+    def _connect(self) -> None:
+        """(Re)build the OpenAI-compatible client for the running server."""
+        from lab.engines.openai_engine import OpenAIEngine
+
+        if self.client is not None:
+            self.client.close()
+        options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency)}
+        client = OpenAIEngine(EngineConfig(
+            spec=self.spec, kind="openai", target=f"{self.server.base_url}/v1#{self.served_model()}", options=options,
+        ))
+        client.name = self.name
+        client.load()
+        self.client = client
+        self.tokenizer = client.tokenizer
+        self.max_model_len = getattr(client, "max_model_len", None) or self.configured_max_model_len()
+
+    def configured_max_model_len(self) -> int | None:
+        """The context length the server was started with, when the lab chose it."""
+        return None
+
+    def restart(self) -> None:
+        """Restart the server (a fresh port) and reconnect the client."""
+        if self.server is None:
+            self.load()
+            return
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        self.loaded = False
+        self.server.restart(self.ready_timeout)
+        self._connect()
+        self.loaded = True
+
+    def close(self) -> None:
+        """Close the client and stop the server's whole process group."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.server is not None:
+            self.server.stop()
+        self.loaded = False
+
+    # --- generation ----------------------------------------------------------------------
+    def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:
+        if self.client is None or self.server is None:
+            raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
+        if self.server.state != READY:
+            raise EngineLoadError(f"server {self.server.failure_text()}")
+        return self.client.generate(requests, sampling, on_done)
+
+    # --- what the UI and result files read ----------------------------------------------
+    def server_status(self) -> dict:
+        """State, PID, port, exit code, log file and log tail of the server, GPU memory held."""
+        server = self.server
+        if server is None:
+            return {"state": "waiting to start", "pid": None, "port": None, "exit_code": None,
+                    "log": None, "tail": [], "gpu_memory_gb": None}
+        state = server.state
+        return {
+            "state": state,
+            "status": server.status_text(),
+            "pid": server.pid,
+            "port": server.port,
+            "exit_code": server.exit_code,
+            "log": str(server.log_path),
+            "tail": server.tail(15) if state != READY else [],
+            "gpu_memory_gb": gpu_memory_gb(server.process_ids()),
+            "ready_after_s": server.ready_after_s,
+        }
+
+    def device_text(self) -> str:
+        return f"server (GPU {self.gpu})" if self.gpu is not None else "server"
+
+    def describe(self) -> EngineInfo:
+        server = self.server
+        notes = ""
+        if server is not None:
+            notes = f"{server.base_url} · pid {server.pid} · log {server.log_path}"
+        return EngineInfo(kind=self.kind, model=self.model_id, device=self.device_text(),
+                          memory_gb=gpu_memory_gb(server.process_ids()) if server else None,
+                          lora=getattr(self, "lora", None), notes=notes)
+
+    def engine_settings(self) -> dict:
+        """SPEC §8 `sampling` keys: the client's settings plus the server's command line."""
+        settings = dict(self.client.engine_settings()) if self.client is not None else {}
+        if self.server is not None:
+            settings["server_argv"] = list(self.server.argv)
+        return settings

@@ -1,0 +1,354 @@
+"""`ManagedServer`: one model server process the lab starts, watches and stops.
+
+The command runs in its own session (so its whole process group can be signalled), on a free
+127.0.0.1 port, writing stdout and stderr to its own log file. On Linux the child is also told
+to die with the lab (prctl PR_SET_PDEATHSIG), so a killed lab leaves no server behind; every
+live server is in a registry that `stop_all()` (atexit, SIGTERM/SIGINT) empties.
+
+States: starting -> ready; crashed (the process exited on its own, exit code kept); stopped
+(the lab stopped it). `tail(n)` gives the log's last lines: the real root cause of a failure.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+from lab.errors import EngineLoadError
+
+STARTING, READY, CRASHED, STOPPED = "starting", "ready", "crashed", "stopped"
+READY_PATHS = ("/health", "/v1/models")
+PR_SET_PDEATHSIG = 1
+TAIL_LINES = 30
+
+ArgvBuilder = Callable[[int], list[str]]
+
+
+class ServerFailed(EngineLoadError):
+    """A managed server exited or never answered; the message ends with its log's last lines."""
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _load_prctl():
+    """libc's prctl, loaded once in the lab (never in a freshly forked child); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn asking Linux to SIGTERM the child when the lab dies (None where unsupported).
+    It only makes system calls: the lab has threads, so the child must not allocate or lock."""
+    if _prctl is None:
+        return None
+
+    def preexec() -> None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent_pid:  # the lab died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+# PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so every server is
+# started from this one long-lived thread, never from a short-lived loader thread.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-server-spawner")
+
+
+def _spawn(argv: list[str], env: dict, log_file) -> subprocess.Popen:
+    preexec = _die_with_parent(os.getpid())
+    return subprocess.Popen(
+        argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        start_new_session=True, preexec_fn=preexec, close_fds=True,
+    )
+
+
+class ManagedServer:
+    """A supervised server process: start, wait until it answers, watch, stop, restart.
+
+    `build_argv(port)` returns the command for a port; `env` is added to the lab's environment.
+    Thread-safe; `state` notices a process that died on its own (-> crashed, exit code kept)."""
+
+    def __init__(
+        self,
+        name: str,
+        build_argv: ArgvBuilder,
+        log_path: str | Path,
+        *,
+        env: dict[str, str] | None = None,
+        ready_timeout: float = 600.0,
+        stop_grace: float = 10.0,
+        ready_paths: tuple[str, ...] = READY_PATHS,
+    ) -> None:
+        self.name = name
+        self.build_argv = build_argv
+        self.log_path = Path(log_path)
+        self.env = dict(env or {})
+        self.ready_timeout = ready_timeout
+        self.stop_grace = stop_grace
+        self.ready_paths = ready_paths
+        self.port: int | None = None
+        self.argv: list[str] = []
+        self.exit_code: int | None = None
+        self.started_at: float | None = None
+        self.ready_after_s: float | None = None
+        self._proc: subprocess.Popen | None = None
+        self._state = STOPPED
+        self._stopping = False
+        self._lock = threading.RLock()
+
+    # --- what the UI reads ------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def state(self) -> str:
+        """starting | ready | crashed | stopped (a dead process is noticed here)."""
+        with self._lock:
+            if self._state in (STARTING, READY) and self._proc is not None and not self._stopping:
+                code = self._proc.poll()
+                if code is not None:
+                    self._state, self.exit_code = CRASHED, code
+                    _registry.discard(self)
+            return self._state
+
+    def status_text(self) -> str:
+        """`ready`, `starting`, `stopped: exit code N (SIGKILL)`, … for one line in the UI."""
+        state = self.state
+        if state in (CRASHED, STOPPED) and self.exit_code is not None:
+            return f"stopped: exit code {describe_exit(self.exit_code)}"
+        return state
+
+    def tail(self, n: int = TAIL_LINES) -> list[str]:
+        """The last `n` lines of the log (empty when there is none yet)."""
+        try:
+            with open(self.log_path, "r", encoding="utf-8", errors="replace") as log:
+                return [line.rstrip("\n") for line in deque(log, maxlen=n)]
+        except OSError:
+            return []
+
+    def failure_text(self, n: int = 12) -> str:
+        """`stopped: exit code N` (or the state) followed by the log's last lines."""
+        lines = "\n".join(self.tail(n))
+        where = f" (log {self.log_path})"
+        return f"{self.status_text()}{where}" + (f"\n{lines}" if lines else "")
+
+    # --- life cycle --------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the process on a free port (no waiting; see `wait_ready`)."""
+        with self._lock:
+            if self.state in (STARTING, READY):
+                return
+            self.port = free_port()
+            self.argv = [str(a) for a in self.build_argv(self.port)]
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, **self.env}
+            with open(self.log_path, "ab") as log:
+                log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} lab starts: {' '.join(self.argv)}\n".encode())
+                log.flush()
+                try:
+                    self._proc = _spawner.submit(_spawn, self.argv, env, log).result()
+                except OSError as exc:
+                    self._state = CRASHED
+                    raise ServerFailed(f"cannot start '{self.argv[0]}' for {self.name}: {exc.strerror or exc}") from None
+            self._state, self.exit_code = STARTING, None
+            self.started_at = time.monotonic()
+            self.ready_after_s = None
+            _registry.add(self)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Poll the ready paths until one answers 200; ServerFailed (with the log's tail) when the
+        process exits first or `timeout` (default `ready_timeout`) passes."""
+        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                state = self.state
+                if state == READY:
+                    return
+                if state != STARTING:
+                    raise ServerFailed(f"{self.name}: server {self.failure_text()}")
+                for path in self.ready_paths:
+                    try:
+                        if client.get(self.base_url + path).status_code == 200:
+                            with self._lock:
+                                if self._state == STARTING:
+                                    self._state = READY
+                                    self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
+                            break
+                    except httpx.HTTPError:
+                        continue
+                if self.state == READY:
+                    return
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ServerFailed(
+                        f"{self.name}: server did not answer {' or '.join(self.ready_paths)} within "
+                        f"{self.ready_timeout if timeout is None else timeout:.0f} s; stopped it (log {self.log_path})\n"
+                        + "\n".join(self.tail(12))
+                    )
+                time.sleep(0.5)
+
+    def stop(self, grace: float | None = None) -> None:
+        """TERM the whole process group, KILL it after `grace` seconds; state -> stopped."""
+        grace = self.stop_grace if grace is None else grace
+        with self._lock:
+            proc = self._proc
+            if proc is None or self._stopping:
+                if proc is None:
+                    self._state = STOPPED
+                return
+            self._stopping = True
+        try:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc.pid, signal.SIGKILL)  # children that ignored TERM, or the leader itself
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            with self._lock:
+                if self._state != CRASHED:
+                    self.exit_code = proc.returncode
+                    self._state = STOPPED
+                self._stopping = False
+            _registry.discard(self)
+
+    def restart(self, timeout: float | None = None) -> None:
+        """Stop (if running), start on a fresh port and wait until it answers."""
+        self.stop()
+        with self._lock:
+            self._state = STOPPED
+        self.start()
+        self.wait_ready(timeout)
+
+    def process_ids(self) -> list[int]:
+        """The server's PID and its descendants' (vLLM runs its engine core in a child)."""
+        pid = self.pid
+        if pid is None or self.state not in (STARTING, READY):
+            return []
+        try:
+            import psutil
+
+            return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+        except Exception:  # noqa: BLE001 - psutil missing or the process just went
+            return [pid]
+
+    def __repr__(self) -> str:
+        return f"<ManagedServer {self.name!r} {self.status_text()} pid={self.pid} port={self.port}>"
+
+
+def describe_exit(code: int) -> str:
+    """`1`, or `-9 (SIGKILL)` for a process ended by a signal."""
+    if code < 0:
+        try:
+            return f"{code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return str(code)
+    return str(code)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)  # start_new_session: the group id is the leader's pid
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Registry:
+    """Every server started and not yet stopped, so none outlives the lab."""
+
+    def __init__(self) -> None:
+        self._servers: set[ManagedServer] = set()
+        self._lock = threading.Lock()
+
+    def add(self, server: ManagedServer) -> None:
+        with self._lock:
+            self._servers.add(server)
+
+    def discard(self, server: ManagedServer) -> None:
+        with self._lock:
+            self._servers.discard(server)
+
+    def live(self) -> list[ManagedServer]:
+        with self._lock:
+            return list(self._servers)
+
+
+_registry = _Registry()
+
+
+def live_servers() -> list[ManagedServer]:
+    """Servers started and not stopped (crashed ones leave the list when noticed)."""
+    return _registry.live()
+
+
+def stop_all(grace: float = 5.0) -> None:
+    """Stop every live server (TERM all groups at once, then KILL what is left)."""
+    servers = _registry.live()
+    for server in servers:
+        if server.pid is not None:
+            _signal_group(server.pid, signal.SIGTERM)
+    for server in servers:
+        server.stop(grace)
+
+
+_handlers_installed = False
+
+
+def install_exit_handlers() -> None:
+    """Stop every managed server when the lab exits: atexit, SIGTERM and SIGINT (then the
+    previous handler runs, so Ctrl-C still interrupts). Call from the main thread."""
+    global _handlers_installed
+    if _handlers_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _handlers_installed = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(signum, frame, previous=previous):
+            stop_all()
+            if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
+                previous(signum, frame)
+            elif signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            else:
+                raise SystemExit(128 + signum)
+
+        signal.signal(sig, handler)
+
+
+atexit.register(stop_all)

@@ -1,0 +1,81 @@
+"""`transformers-serve:MODEL_OR_PATH`: one model in its own `transformers serve` process.
+
+The lab starts `transformers serve MODEL --host 127.0.0.1 --port N --device DEVICE` (the model
+is pinned, so the server answers for it only), waits for `/health`, and sends the rendered
+prompts to its `/v1/completions`. CPU or GPU (`device=cuda`, `gpu=N`). The executable is
+$LAB_TRANSFORMERS, else `transformers` beside the running Python, else on PATH.
+Options: `device` (auto), `dtype` (auto), any other `transformers serve` flag by name
+(`?attn_implementation=sdpa` -> `--attn-implementation sdpa`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from lab.engines.common import EngineConfig, model_lora_name
+from lab.engines.loading import check_model_source
+from lab.engines.servers.flags import option_flags
+from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
+from lab.errors import EngineSpecError
+
+
+def transformers_executable() -> str:
+    """$LAB_TRANSFORMERS, else `transformers` beside sys.executable, else on PATH."""
+    explicit = os.environ.get("LAB_TRANSFORMERS")
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).with_name("transformers")
+    return str(beside) if beside.exists() else (shutil.which("transformers") or "transformers")
+
+
+def transformers_serve_argv(exe: str, model: str, port: int, *, device: str = "auto", dtype: str = "auto",
+                            trust_remote_code: bool = False, extra: dict | None = None) -> list[str]:
+    """The `transformers serve` command for one pinned model on 127.0.0.1:`port` (pure)."""
+    argv = [exe, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--device", device,
+            "--dtype", dtype, "--log-level", "info"]
+    if trust_remote_code:
+        argv.append("--trust-remote-code")
+    return argv + option_flags(extra or {})
+
+
+class TransformersServeEngine(ManagedEngine):
+    """A `transformers serve` process for one model (CPU or GPU)."""
+
+    kind = "transformers-serve"
+    MISSING_HINT = "install the lab's requirements (transformers[serving]) or set LAB_TRANSFORMERS to a `transformers` executable"
+    OPTIONS = {
+        **MANAGED_OPTIONS,
+        "device": "auto | cpu | cuda | cuda:N (default auto)",
+        "dtype": "auto | bfloat16 | float16 | float32 (default auto)",
+    }
+
+    def __init__(self, config: EngineConfig) -> None:
+        model, lora, name = model_lora_name(config, "transformers-serve:/path/to/model or transformers-serve:ORG/MODEL")
+        if lora:
+            raise EngineSpecError(
+                f"engine spec '{config.spec}': transformers serve has no LoRA option; "
+                "serve a merged model, or use vllm:… or transformers:…?lora="
+            )
+        super().__init__(config, model_id=model, name=name)
+        self.device = str(self.options.pop("device", "auto"))
+        self.dtype = str(self.options.pop("dtype", "auto"))
+        self.trust_remote_code = bool(config.preset.trust_remote_code) if config.preset else False
+        self.model_source = model
+
+    def prepare(self) -> None:
+        self.model_source = check_model_source(self.model_id)
+
+    def server_argv(self, port: int) -> list[str]:
+        return transformers_serve_argv(transformers_executable(), self.model_source, port, device=self.device,
+                                       dtype=self.dtype, trust_remote_code=self.trust_remote_code, extra=self.extra)
+
+    def served_model(self) -> str:
+        return self.model_source
+
+    def server_env(self) -> dict[str, str]:
+        return {**super().server_env(), "TOKENIZERS_PARALLELISM": "false"}
+
+    def device_text(self) -> str:
+        return f"server ({self.device}{', GPU ' + self.gpu if self.gpu is not None else ''})"

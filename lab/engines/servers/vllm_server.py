@@ -1,0 +1,208 @@
+"""`vllm:MODEL_OR_PRESET`: a `vllm serve` process the lab starts, supervises and stops.
+
+vLLM lives in its own environment (it pins its own torch and transformers): $LAB_VLLM names
+its `vllm` executable (default: `vllm` on PATH). The lab's process never imports vLLM or
+touches CUDA. Preset settings (assets/models.yaml `engine:`, else `defaults.engine`) become
+server flags; a SPEC option overrides one (`vllm:qwen35-2b-sft?max_model_len=16384`), and any
+other option is passed through as a flag (`?max_num_seqs=128` -> `--max-num-seqs 128`).
+`gpu_memory_utilization` comes from the preset or the SPEC; without one the pool gives each
+vLLM engine its share of the GPU budget (assets/servers.yaml). `gpu=N` picks the GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from lab.engines.common import EngineConfig, model_lora_name
+from lab.engines.loading import check_model_source, load_failure
+from lab.engines.presets import ENGINE_KEYS, load_engine_defaults
+from lab.engines.servers.config import server_settings
+from lab.engines.servers.flags import option_flags, setting_flags
+from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
+from lab.engines.spec import as_bool, as_number, short_name
+from lab.errors import EngineLoadError
+
+SETTING_TYPES = {
+    "dtype": str,
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "max_model_len": int,
+    "gpu_memory_utilization": float,
+    "language_model_only": bool,
+    "enable_prefix_caching": bool,
+    "max_lora_rank": int,
+    "enforce_eager": bool,
+    "max_num_seqs": int,
+}
+# settings written as flags in this order (the others follow in ENGINE_KEYS order)
+FLAG_ORDER = ("dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size")
+SWITCH_ONLY_WHEN_TRUE = ("language_model_only", "enforce_eager")
+
+
+def typed_setting(key: str, value: object) -> object:
+    """Convert a SPEC option string to the type of the engine setting."""
+    kind = SETTING_TYPES[key]
+    if kind is bool:
+        return as_bool(value, key)
+    if kind is str:
+        return str(value)
+    return as_number(value, key, kind)
+
+
+def vllm_executable() -> str:
+    """$LAB_VLLM, else `vllm` on PATH (its own environment; see the README's GPU section)."""
+    return os.environ.get("LAB_VLLM") or shutil.which("vllm") or "vllm"
+
+
+def lora_rank_setting(rank: int, allowed: list[int] | None = None) -> int:
+    """Round an adapter's rank up to a `--max-lora-rank` value vLLM accepts."""
+    sizes = sorted(allowed or server_settings()["vllm_lora_ranks"])
+    for size in sizes:
+        if rank <= size:
+            return int(size)
+    raise EngineLoadError(f"LoRA rank {rank} is larger than vLLM supports ({sizes[-1]})")
+
+
+def adapter_rank(folder: str | Path) -> int:
+    """The largest LoRA rank of an adapter: `r` and every `rank_pattern` value of adapter_config.json."""
+    path = Path(folder) / "adapter_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        ranks = [int(config["r"]), *(int(v) for v in (config.get("rank_pattern") or {}).values())]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EngineLoadError(f"cannot read the LoRA rank from {path}: {type(exc).__name__}: {exc}") from None
+    return max(ranks)
+
+
+def local_adapter(lora: str) -> str:
+    """A folder holding the adapter: a local folder as is, a Hub adapter downloaded to the HF cache."""
+    if Path(lora).expanduser().is_dir():
+        return str(Path(lora).expanduser())
+    check_model_source(lora, "LoRA adapter")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(lora)
+    except Exception as exc:  # noqa: BLE001
+        raise load_failure(lora, exc, "LoRA adapter") from None
+
+
+def vllm_serve_argv(
+    exe: str,
+    model: str,
+    port: int,
+    settings: dict,
+    *,
+    served_name: str,
+    lora: tuple[str, str, int] | None = None,
+    trust_remote_code: bool = False,
+    tokenizer: str | None = None,
+    extra: dict | None = None,
+) -> list[str]:
+    """The `vllm serve` command for a model and its engine settings (pure: no vLLM needed).
+
+    `lora` is (module name, adapter folder, adapter rank); `extra` are pass-through flags."""
+    argv = [exe, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name]
+    ordered = [k for k in FLAG_ORDER if k in settings] + [k for k in ENGINE_KEYS if k in settings and k not in FLAG_ORDER]
+    for key in ordered:
+        value = settings[key]
+        if key == "max_lora_rank" or value is None:
+            continue  # only with an adapter, below
+        if key == "pipeline_parallel_size" and int(value) <= 1:
+            continue
+        if key in SWITCH_ONLY_WHEN_TRUE and not value:
+            continue
+        argv += setting_flags(key, value)
+    argv += list(server_settings()["vllm_fixed_args"])
+    if trust_remote_code:
+        argv.append("--trust-remote-code")
+    if tokenizer:
+        argv += ["--tokenizer", tokenizer]
+    if lora is not None:
+        name, path, rank = lora
+        max_rank = int(settings.get("max_lora_rank") or lora_rank_setting(rank))
+        argv += ["--enable-lora", "--max-loras", "1", "--max-lora-rank", str(max_rank), "--lora-modules", f"{name}={path}"]
+    return argv + option_flags(extra or {})
+
+
+class VLLMServerEngine(ManagedEngine):
+    """`vllm serve` for one model (and at most one LoRA adapter), supervised by the lab."""
+
+    kind = "vllm"
+    MISSING_HINT = ("install vLLM in its own environment (README, GPU section: requirements-vllm.txt) and set "
+                    "LAB_VLLM to its `vllm` executable")
+    OPTIONS = {
+        **MANAGED_OPTIONS,
+        **{key: "vLLM engine setting (server flag)" for key in ENGINE_KEYS},
+        "lora": "LoRA adapter folder or Hub id",
+    }
+
+    def __init__(self, config: EngineConfig) -> None:
+        preset = config.preset
+        model, lora, name = model_lora_name(config, "vllm:qwen35-2b-sft (a preset) or vllm:ORG/MODEL")
+        super().__init__(config, model_id=model, name=name)
+        self.lora = lora
+        self.options.pop("lora", None)
+        settings = dict(preset.engine) if preset else load_engine_defaults()
+        for key in ENGINE_KEYS:
+            if key in self.options:
+                settings[key] = typed_setting(key, self.options.pop(key))
+        self.settings = settings
+        self.trust_remote_code = bool(preset.trust_remote_code) if preset else False
+        self.served_name = (preset.key if preset else short_name(model)) or "model"
+        self.lora_name = short_name(lora) if lora else None
+        self.adapter: tuple[str, str, int] | None = None
+        self.model_source = model
+
+    # --- GPU memory share (set by the pool before load) ------------------------------------
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        value = self.settings.get("gpu_memory_utilization")
+        return float(value) if value is not None else None
+
+    def gpu_index(self) -> int:
+        return int(self.gpu) if self.gpu is not None else 0
+
+    def set_gpu_memory_utilization(self, fraction: float) -> None:
+        self.settings["gpu_memory_utilization"] = round(float(fraction), 4)
+
+    # --- server -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        self.model_source = check_model_source(self.model_id)
+        if self.lora:
+            folder = local_adapter(self.lora)
+            self.adapter = (self.lora_name, folder, adapter_rank(folder))
+        if self.gpu_memory_utilization is None:
+            self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
+
+    def server_argv(self, port: int) -> list[str]:
+        return vllm_serve_argv(vllm_executable(), self.model_source, port, self.settings, served_name=self.served_name,
+                               lora=self.adapter, trust_remote_code=self.trust_remote_code,
+                               tokenizer=self.tokenizer_source, extra=self.extra)
+
+    def served_model(self) -> str:
+        return self.lora_name if self.adapter else self.served_name
+
+    def configured_max_model_len(self) -> int | None:
+        value = self.settings.get("max_model_len")
+        return int(value) if value is not None else None
+
+    def device_text(self) -> str:
+        tp = self.settings.get("tensor_parallel_size", 1)
+        where = f"GPU {self.gpu}" if self.gpu is not None else "GPU"
+        return f"vllm serve ({where}, tp={tp}, {self.settings.get('dtype', 'auto')}, {self.gpu_memory_utilization or '?'} of memory)"
+
+    def engine_settings(self) -> dict:
+        return {
+            **super().engine_settings(),
+            "dtype": self.settings.get("dtype"),
+            "tp": self.settings.get("tensor_parallel_size", 1),
+            "max_model_len": self.settings.get("max_model_len"),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "language_model_only": bool(self.settings.get("language_model_only")),
+            "enable_prefix_caching": bool(self.settings.get("enable_prefix_caching", True)),
+            "lora_path": self.lora,
+            "lora_name": self.lora_name,
+        }

@@ -1,0 +1,75 @@
+"""The `cd` rule: targets resolved against the working directory, tracked along the units."""
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from lab.scoring.equiv.registry import EquivContext, EquivUnit, Params, sequence_rule
+from lab.scoring.equiv.shell import parse_unit, plain_words, simple_command, source_of
+
+
+DIR_CHANGERS = ("cd", "pushd", "popd")
+
+
+def changes_dir(text: str) -> bool:
+    """Whether a unit may change the directory (its first word is cd/pushd/popd)."""
+    words = text.split(None, 1)
+    return bool(words) and words[0] in DIR_CHANGERS
+
+
+def cd_target(text: str) -> tuple[bool, str | None]:
+    """(is a plain `cd` command, its target as written or None for a bare `cd`).
+
+    Targets with expansions other than a leading `~` (`cd $DIR`, `cd "$(…)"`) are not plain.
+    """
+    if not text.startswith("cd"):  # spare the parser
+        return False, None
+    words = plain_words(text)
+    if words is not None:  # no shell grammar in it
+        return (True, words[1] if len(words) == 2 else None) if words[0] == "cd" and len(words) <= 2 else (False, None)
+    command = simple_command(parse_unit(text))
+    if command is None or command.parts[0].word != "cd" or len(command.parts) > 2:
+        return False, None
+    if len(command.parts) == 1:
+        return True, None
+    word = command.parts[1]
+    kinds = {p.kind for p in (getattr(word, "parts", None) or [])}
+    if kinds - {"tilde"} or (kinds and not source_of(text, word).startswith("~")):
+        return False, None
+    return True, word.word
+
+
+def resolve_dir(target: str | None, cwd: str | None, home: str | None) -> str | None:
+    """The absolute directory `cd target` lands in, or None when it cannot be known."""
+    if target is None or target == "~":
+        return home
+    if target.startswith("~/"):
+        return posixpath.normpath(posixpath.join(home, target[2:])) if home else None
+    if target == "-" or target.startswith("~"):
+        return None
+    if target.startswith("/"):
+        return posixpath.normpath(target)
+    if cwd is None:
+        return None
+    return posixpath.normpath(posixpath.join(cwd, target))
+
+
+@sequence_rule("cd")
+def cd(units: list[EquivUnit], context: EquivContext, params: Params) -> list[EquivUnit]:
+    """`cd myproject` in /app is `cd /app/myproject`; later units see the new directory."""
+    out: list[EquivUnit] = []
+    cwd = context.cwd
+    for unit in units:
+        is_cd, target = (False, None) if unit.literal else cd_target(unit.text)
+        if not is_cd:
+            if not unit.literal and changes_dir(unit.text):
+                cwd = None  # `cd $DIR`, `pushd x`: from here on the directory is unknown
+            out.append(unit)
+            continue
+        resolved = resolve_dir(target, cwd, context.home)
+        if resolved is not None and target != "-":
+            out.append(unit.with_text("cd " + shlex.quote(resolved)))
+        else:
+            out.append(unit)
+        cwd = resolved
+    return out

@@ -1,0 +1,115 @@
+"""Parse one command unit with bashlex; None when it cannot (the rules then leave the unit as is)."""
+from __future__ import annotations
+
+import shlex
+from functools import lru_cache
+from typing import Iterator
+
+import bashlex
+from bashlex import ast
+
+PARSE_CACHE = 1 << 16
+# Characters with no grammar of their own in bash (no quoting, expansion, operator, brace
+# expansion or comment): a unit made only of these is its whitespace-separated words, so the
+# rules need no parser for it. Globs (*?[]) stay words; `~` is handled by the cd rule itself.
+PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 \t@%+=:,./_-~*?[]^")
+
+
+OPERATOR_CHARS = "&;|"
+
+
+def plain_tokens(text: str) -> list[str] | None:
+    """Words and control operators (`&&`, `;`, `|`, …) of a unit whose only grammar is those
+    operators (no quoting, expansion, redirection), via the stdlib's shell lexer; else None."""
+    if not PLAIN_CHARS.union(OPERATOR_CHARS).issuperset(text):
+        return None
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=OPERATOR_CHARS)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+def is_operator(token: str) -> bool:
+    return bool(token) and set(token) <= set(OPERATOR_CHARS)
+
+
+def plain_words(text: str) -> list[str] | None:
+    """The words of a unit that uses no shell grammar at all, else None (ask the parser)."""
+    if not PLAIN_CHARS.issuperset(text):
+        return None
+    return text.split()
+
+
+@lru_cache(maxsize=PARSE_CACHE)
+def parse_unit(text: str) -> ast.node | None:
+    """The single top-level bashlex node of `text`, or None (empty, several, or a parse error:
+    heredoc openers, arithmetic, unbalanced quotes, prose …)."""
+    if not text.strip():
+        return None
+    nodes = _parse(text)
+    if nodes is None:
+        nodes = _parse_heredoc_opener(text)
+    if nodes is None:
+        return None
+    if len(nodes) != 1 or not isinstance(nodes[0], ast.node):  # a comment parses to a bare str
+        return None
+    return nodes[0]
+
+
+def _parse(text: str) -> list | None:
+    try:
+        return bashlex.parse(text)
+    except Exception:  # bashlex raises ParsingError, NotImplementedError, IndexError, …
+        return None
+
+
+def _parse_heredoc_opener(text: str) -> list | None:
+    """Parse a unit that opens a heredoc (`cd /app && cat > f << 'EOF'`): its body lines are
+    separate units, so an empty body is appended. bashlex wants the terminator spelled as written
+    after `<<`, quotes included, so each spelling is tried."""
+    from lab.scoring.equiv.heredoc import heredoc_delimiter
+
+    delimiter = heredoc_delimiter(text)
+    if not delimiter:
+        return None
+    for spelling in (delimiter, f"'{delimiter}'", f'"{delimiter}"'):
+        nodes = _parse(f"{text}\n{spelling}\n")
+        if nodes is not None:
+            return nodes
+    return None
+
+
+def simple_command(node: ast.node | None) -> ast.node | None:
+    """`node` when it is one command made only of words (no redirections, assignments, …)."""
+    if node is None or node.kind != "command":
+        return None
+    if not all(p.kind == "word" for p in node.parts):
+        return None
+    return node
+
+
+def commands_in(node: ast.node) -> Iterator[ast.node]:
+    """The command nodes of a pipeline or list, in source order (not inside compound commands)."""
+    if node.kind == "command":
+        yield node
+    elif node.kind in ("pipeline", "list"):
+        for part in node.parts:
+            yield from commands_in(part)
+
+
+def is_plain_word(word: ast.node) -> bool:
+    """A word without expansions ($x, $(…), globs are fine: bashlex keeps them in `word`)."""
+    return word.kind == "word" and not getattr(word, "parts", None)
+
+
+def source_of(text: str, node: ast.node) -> str:
+    """The exact source text of a node."""
+    start, end = node.pos
+    return text[start:end]
+
+
+def replace_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end) span replaced, spans given in any order, not overlapping."""
+    out = text
+    for start, end, new in sorted(spans, reverse=True):
+        out = out[:start] + new + out[end:]
+    return out

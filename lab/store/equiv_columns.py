@@ -1,0 +1,92 @@
+"""equiv_f1 columns of the store (not the published score): per step from the stored units, per
+run the mean and the spelling gap. Computed at import; the harness columns are never touched."""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from lab.scoring.equiv import EquivContext, equiv_batch, replay_contexts
+from lab.scoring.metrics import StepMetrics
+
+EQUIV_STEP_SCHEMA = pa.schema(
+    [("equiv_precision", pa.float64()), ("equiv_recall", pa.float64()), ("equiv_f1", pa.float64()),
+     ("equiv_cwd", pa.string())]
+)
+
+
+def _stored_metrics(row: dict) -> StepMetrics | None:
+    values = [row.get(k) for k in ("first_cmd_exact", "command_precision", "command_recall", "command_f1")]
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
+        return None
+    return StepMetrics(*map(float, values))
+
+
+def with_equiv_columns(steps: pa.Table, contexts: Mapping[str, EquivContext], scorer: str) -> pa.Table:
+    """`steps` plus equiv_precision/recall/f1 and equiv_cwd, from each row's stored units.
+
+    The context of a step (its working directory) comes from `contexts` by step key; a step
+    missing there is normalised without one (relative `cd` targets then stay as written).
+    """
+    rows = steps.select(
+        ["step_key", "pred_command_units", "ref_command_units", "first_cmd_exact", "command_precision",
+         "command_recall", "command_f1"]
+    ).to_pylist()
+    empty = EquivContext()
+    ctxs = [contexts.get(r["step_key"], empty) for r in rows]
+    metrics = equiv_batch(
+        [(r["pred_command_units"] or [], r["ref_command_units"] or [], c) for r, c in zip(rows, ctxs)],
+        harness=[_stored_metrics(r) for r in rows],
+        scorer=scorer,
+    )
+    columns = {
+        "equiv_precision": [m.precision for m in metrics],
+        "equiv_recall": [m.recall for m in metrics],
+        "equiv_f1": [m.f1 for m in metrics],
+        "equiv_cwd": [c.cwd for c in ctxs],
+    }
+    for field in EQUIV_STEP_SCHEMA:
+        steps = steps.append_column(field, pa.array(columns[field.name], type=field.type))
+    return steps
+
+
+def run_equiv_fields(steps: pa.Table, score: float | None) -> dict[str, Any]:
+    """avg_equiv_f1, equiv_score (x100, 2 decimals) and spelling_gap = equiv_score - score (points)."""
+    n = steps.num_rows
+    if not n:
+        return {"avg_equiv_f1": None, "equiv_score": None, "spelling_gap": None}
+    equiv = sum(steps.column("equiv_f1").to_pylist()) / n
+    equiv_score = round(100 * equiv, 2)
+    gap = None if score is None or math.isnan(score) else round(equiv_score - score, 2)
+    return {"avg_equiv_f1": equiv, "equiv_score": equiv_score, "spelling_gap": gap}
+
+
+@lru_cache(maxsize=4)
+def _contexts_of_file(path: str, mtime: float) -> dict[str, EquivContext]:
+    from lab.data import load_replay
+
+    return replay_contexts(load_replay(path, mode="all", lenient=True).steps)  # legacy runs score every step
+
+
+def replay_equiv_contexts(settings: Any) -> dict[str, EquivContext]:
+    """Step key -> working directory context, from the replay the lab is configured with (its
+    local file or the cached download); {} when there is none or it cannot be read."""
+    from lab.data import cached_replay_path
+
+    candidates = [getattr(settings, "replay_path", None)]
+    url, cache = getattr(settings, "replay_url", None), getattr(settings, "cache_dir", None)
+    if url and cache:
+        candidates.append(str(cached_replay_path(url, cache)))
+    for candidate in candidates:
+        if not candidate or candidate.startswith(("http://", "https://")):
+            continue
+        p = Path(candidate).expanduser()
+        if p.is_file() and p.suffix == ".jsonl":
+            try:
+                return _contexts_of_file(str(p.resolve()), p.stat().st_mtime)
+            except Exception:  # a broken replay file costs only the cwd of `cd` targets
+                return {}
+    return {}

@@ -1,0 +1,33 @@
+"""The equiv_f1 figure: each lab run's equiv score (NOT the published score) against its harness
+score, and its spelling gap (equiv − harness, points)."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+TITLE = "equiv F1 (not the published score) vs harness F1"
+
+
+def equiv_vs_f1_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
+    """Left: equiv score vs harness score with the y = x line; right: the spelling gap per run."""
+    from lab.store.plots import _empty, _finish, _scatter_by_family, unique_labels
+
+    if df.empty:
+        return _empty(title, "no lab runs with equiv scores yet: import or replay a run")
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
+                        subplot_titles=("equiv score vs harness score", "spelling gap (equiv − harness, points)"))
+    hover = ["score", "equiv_score", "spelling_gap", "source"]
+    _scatter_by_family(fig, df, "score", "equiv_score", row=1, col=1, hover_cols=hover)
+    low = float(min(df["score"].min(), df["equiv_score"].min()))
+    high = float(max(df["score"].max(), df["equiv_score"].max()))
+    fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="equiv = harness",
+                             line=dict(dash="dot", color="#888"), hoverinfo="skip"), row=1, col=1)
+    data = df.sort_values("spelling_gap", ascending=True, kind="stable")
+    fig.add_trace(go.Bar(x=data["spelling_gap"], y=unique_labels(data), orientation="h", name="spelling gap",
+                         marker=dict(color="#7c3aed"), showlegend=False,
+                         hovertemplate="%{y}: +%{x:.2f} points<extra></extra>"), row=1, col=2)
+    fig.update_xaxes(title="harness score (100 × command F1, as published)", row=1, col=1)
+    fig.update_yaxes(title="equiv score (100 × equiv F1)", row=1, col=1)
+    fig.update_xaxes(title="points", row=1, col=2)
+    return _finish(fig, title)
