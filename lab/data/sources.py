@@ -57,6 +57,8 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
         path = download_replay(source, cache_dir)
         return ReplaySource("jsonl", str(path), path=path)
     path = Path(source).expanduser()
+    if path.exists() and not (path.is_file() or path.is_dir()):  # /dev/null, a FIFO: never read (it could block)
+        raise LabError(f"replay source {source!r} is not a regular file or folder; pass --replay PATH to a .jsonl file")
     if path.is_file() and path.suffix == ".jsonl":
         return ReplaySource("jsonl", str(path), path=path)
     if path.exists():
@@ -67,7 +69,12 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
 
 
 def _load_local_with_datasets(path: Path, split: str) -> list[dict]:
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in DATASETS_FILE_TYPES)
+    try:
+        files = [path] if path.is_file() else sorted(
+            p for p in path.iterdir() if p.suffix in DATASETS_FILE_TYPES and p.is_file()
+        )
+    except OSError as exc:
+        raise LabError(f"replay source {str(path)!r}: cannot read it: {exc.strerror or exc}") from None
     if not files:
         raise LabError(f"replay source {str(path)!r}: no .jsonl/.json/.parquet/.csv file in it; pass --replay PATH")
     kinds = {DATASETS_FILE_TYPES.get(p.suffix) for p in files}

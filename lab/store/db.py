@@ -68,6 +68,8 @@ class Store:
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
         self._ensured: set[Path] = set()
+        # (file, reason) of every result file under results/ the last open could not import
+        self.import_problems: list[tuple[str, str]] = []
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
@@ -213,12 +215,12 @@ def open_store(
         store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         version = store.stored_version()
         if version is None or version != schema_version():
-            importer.rebuild(store, res_dir)
+            store.import_problems = importer.rebuild(store, res_dir).failed
         else:
             for extra in _EXTRA_DDL:
                 store._run_ddl(extra)
             if sync and res_dir.is_dir():
-                importer.import_path(store, res_dir)
+                store.import_problems = importer.import_path(store, res_dir).failed
     except BaseException:
         store.close()
         raise

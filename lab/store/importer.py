@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -11,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab.errors import LabError, ResultFileError
-from lab.runs.resultfile import check_result, iter_result_files, scorer_for
+from lab.runs.resultfile import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
 from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
@@ -120,6 +119,8 @@ def import_file(
     stored_path = _stored_path(p, store.results_dir)
     try:
         stat = p.stat()
+        if not p.is_file():  # a FIFO or device would block or never end
+            raise ResultFileError(f"{name}: not a regular file")
         known = (_known if _known is not None else _known_files(store)).get(stored_path)
         if known is not None and known[:2] == (stat.st_size, stat.st_mtime):
             report.skipped.append((name, f"unchanged (run {known[2]})"))
@@ -135,13 +136,7 @@ def import_file(
                 )
             report.skipped.append((name, f"unchanged (same content as run {run_id}: {same['path'][0]})"))
             return report
-        try:
-            result = json.loads(content.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ResultFileError(f"{name}: not UTF-8 text ({exc.reason})") from None
-        except json.JSONDecodeError as exc:
-            raise ResultFileError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-        check_result(result, name)
+        result = parse_result_bytes(content, name)
         result = _with_aggregate(result)
         short_to_repo, facts = _lookup if _lookup is not None else _lookups(store)
         row = run_row(
@@ -186,6 +181,9 @@ def import_path(store: Store, *paths: str | os.PathLike) -> ImportReport:
         p = Path(path)
         if not p.exists():
             report.failed.append((str(p), "no such file or folder"))
+            continue
+        if not (p.is_file() or p.is_dir()):
+            report.failed.append((str(p), "not a regular file or folder"))
             continue
         for file in iter_result_files(p):
             import_file(store, file, report, _lookup=lookup, _known=known)

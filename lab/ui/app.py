@@ -172,6 +172,9 @@ def startup_report(ctx: LabContext) -> list[str]:
     else:
         runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
         lines.append(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard")
+        if ctx.broken_results:
+            lines.append(f"warning: {len(ctx.broken_results)} result file(s) could not be imported (listed on the Results tab):")
+            lines.extend(f"warning:   {why if why.startswith(name) else f'{name}: {why}'}" for name, why in ctx.broken_results)
     if ctx.replay_error:
         lines.append(f"warning: {ctx.replay_error}")
     lines.extend(f"warning: {w}" for w in ctx.startup_warnings)

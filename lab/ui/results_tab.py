@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import gradio as gr
@@ -83,12 +84,27 @@ def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | Non
     return str(run_id)
 
 
+def broken_files_notice(ctx: LabContext) -> str:
+    """A notice listing the result files the store could not import, each with its reason
+    (paths relative to the results folder)."""
+    root = str(Path(ctx.settings.results_dir).resolve()) + "/"
+    items = "".join(
+        f"<li><code>{esc(name.replace(root, ''))}</code>: {esc(why.replace(root, '').removeprefix(name.replace(root, '') + ': '))}</li>"
+        for name, why in ctx.broken_results
+    )
+    n = len(ctx.broken_results)
+    return render_notice(f"{n} result file{'s' if n != 1 else ''} not imported (fix or remove, then restart)",
+                         f"<ul>{items}</ul>", "warn")
+
+
 def build_results_tab(ctx: LabContext, open_in_compare) -> None:
     """Lay out the Results tab and wire its events."""
     with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
             return
+        if ctx.broken_results:
+            gr.HTML(broken_files_notice(ctx), elem_id="lab-broken-results")
         with gr.Row(equal_height=True):
             scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2,
                              elem_id="lab-lb-scope")
