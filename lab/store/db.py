@@ -72,6 +72,9 @@ class Store:
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+        self._ensured: set[Path] = set()
+        # (file, reason) of every result file under results/ the last open could not import
+        self.import_problems: list[tuple[str, str]] = []
         self.cache = ReadCache()
         self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
         self._derived = threading.local()
@@ -163,7 +166,11 @@ class Store:
     def ensure_schema(self, extra_ddl_path: str | Path) -> None:
         """Apply an extra DDL file now and on every later open (must be idempotent)."""
         register_schema(extra_ddl_path)
-        self._run_ddl(Path(extra_ddl_path))
+        path = Path(extra_ddl_path).resolve()
+        if path in self._ensured:  # applied on this connection already (callers ask on every query)
+            return
+        self._run_ddl(path)
+        self._ensured.add(path)
 
     def _run_ddl(self, path: Path) -> None:
         with self._write_lock, self.connector.cursor() as cur:
@@ -242,12 +249,12 @@ def open_store(
         with store.hold():
             version = store.stored_version()
             if version is None or version != schema_version():
-                importer.rebuild(store, res_dir)
+                store.import_problems = importer.rebuild(store, res_dir).failed
             else:
                 for extra in _EXTRA_DDL:
                     store._run_ddl(extra)
                 if sync and res_dir.is_dir():
-                    importer.import_path(store, res_dir)
+                    store.import_problems = importer.import_path(store, res_dir).failed
     except duckdb.Error as exc:
         store.close()
         raise LabError(f"cannot open the results database {db_path.name}: {exc}") from None

@@ -60,8 +60,22 @@ def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db
                 ctx.startup_warnings.append(f"engine '{spec}': {exc}")
     if open_db:
         ctx.open_store()
+        load_published(ctx)
     apply_public_policy(ctx)
     return ctx
+
+
+def load_published(ctx: LabContext) -> None:
+    """The owner's set of published runs (LAB_PUBLISHED) and their links; problems become warnings."""
+    from lab.data.published import load_owner_set
+
+    try:
+        report = load_owner_set(ctx.store, ctx.settings)
+    except LabError as exc:
+        ctx.startup_warnings.append(f"published runs (LAB_PUBLISHED): {exc}")
+        return
+    if report is not None:
+        ctx.startup_warnings.extend(f"published run {p}: {why}" for p, why in (*report.fetch.failed, *report.failed))
 
 
 class OpenInCompare:
@@ -169,6 +183,9 @@ def startup_report(ctx: LabContext) -> list[str]:
     else:
         runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
         lines.append(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard")
+        if ctx.broken_results:
+            lines.append(f"warning: {len(ctx.broken_results)} result file(s) could not be imported (listed on the Results tab):")
+            lines.extend(f"warning:   {why if why.startswith(name) else f'{name}: {why}'}" for name, why in ctx.broken_results)
     if ctx.replay_error:
         lines.append(f"warning: {ctx.replay_error}")
     lines.extend(f"warning: {w}" for w in ctx.startup_warnings)

@@ -120,7 +120,7 @@ def run_batch(
         out_dir = Path(ctx.settings.runs_dir)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
                               run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),
-                              chunk_size=chunk_size)
+                              chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
         row.state = "running"
         update()
 

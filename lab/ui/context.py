@@ -82,6 +82,7 @@ class LabContext:
     views: LRUCache = field(default_factory=LRUCache)
     audits: LRUCache = field(default_factory=lambda: LRUCache(512))  # (engine, step key) -> AuditView
     startup_warnings: list[str] = field(default_factory=list)
+    broken_results: list[tuple[str, str]] = field(default_factory=list)  # (file, why) not imported at start
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
@@ -107,6 +108,9 @@ class LabContext:
             self.set_replay(load_replay(source or self.settings.replay_path, settings=self.settings))
         except LabError as exc:
             self.replay, self.replay_error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the app starts and shows the problem instead of dying
+            self.replay = None
+            self.replay_error = f"replay source {source or self.settings.replay_path!r} could not be loaded: {type(exc).__name__}: {exc}"
 
     def download_replay(self) -> None:
         """Download the public replay file into the cache and load it (raises LabError on failure)."""
@@ -127,11 +131,12 @@ class LabContext:
         except LabError as exc:
             self.store, self.store_error = None, str(exc)
             return
+        self.broken_results = list(getattr(self.store, "import_problems", []))
         runs = Path(self.settings.runs_dir).resolve()
         results = Path(self.settings.results_dir).resolve()
         if runs.is_dir() and results not in (runs, *runs.parents):  # LAB_RUNS_DIR outside results/
             report = import_path(self.store, runs)
-            self.startup_warnings.extend(f"could not import {name}: {why}" for name, why in report.failed)
+            self.broken_results.extend(report.failed)
 
     def import_run(self, path: str | Path) -> str:
         """Import one new result file into the store; returns its run id (LabError naming the file)."""
@@ -179,10 +184,15 @@ class LabContext:
             if key not in self._run_ids:
                 self._run_ids[key] = run_id_of(Path(path).read_bytes())
             run_id = self._run_ids[key]
+            if ("known", run_id) in self._run_ids:  # a run once found stays in the store (ids are content hashes)
+                return run_id
             known = self.query("SELECT count(*) AS n FROM runs WHERE run_id = ?", [run_id])
         except (OSError, LabError):
             return None
-        return run_id if int(known.iloc[0]["n"]) else None
+        if int(known.iloc[0]["n"]):
+            self._run_ids[("known", run_id)] = True
+            return run_id
+        return None
 
     def add_stored_run(self, run_id: str) -> str:
         """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""

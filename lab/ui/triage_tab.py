@@ -20,6 +20,7 @@ from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
 from lab.ui.stability_triage import build_stability_panel
+from lab.ui.series_picker import build_series_picker, wire_series_picker
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -258,6 +259,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 pairs_file = gr.File(label="Preference pairs", interactive=False)
 
         with gr.Accordion("Checkpoint flip table", open=False):
+            series_pick, series_plot = build_series_picker(ctx)
             with gr.Row():
                 series = gr.Dropdown(choices.runs, multiselect=True, label="Runs of one model (ordered by checkpoint)",
                                      scale=3)
@@ -438,6 +440,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             return flip_summary(flips), flips.drop(columns=["pair"])
 
         flip_btn.click(on_flips, [series, threshold], [flip_counts, flip_rows], api_visibility="private")
+        wire_series_picker(ctx, series_pick, series, series_plot)
 
         def flip_select(df, evt: gr.SelectData):
             return open_row(lambda rec: [rec["from_run_id"], rec["to_run_id"]])(df, evt)
