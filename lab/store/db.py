@@ -78,6 +78,7 @@ class Store:
         self.cache = ReadCache()
         self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
         self._derived = threading.local()
+        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     def _check_writable(self) -> None:
         if self.refuse_writes and not getattr(self._derived, "on", False):
@@ -92,7 +93,6 @@ class Store:
             yield self
         finally:
             self._derived.on = False
-        self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):
