@@ -31,7 +31,7 @@ def _env_flag(name: str, default: bool = False) -> bool:
 class Settings:
     """Paths and switches of one lab instance.
 
-    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files).
+    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files); $LAB_RESULTS.
     - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
     - `cache_dir`: downloads (the public replay file).
@@ -40,7 +40,7 @@ class Settings:
       Space unless the owner sets LAB_WHATIF_SHARED=1: visitors' edits then stay in their session).
     """
 
-    results_dir: Path = PROJECT_ROOT / "results"
+    results_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_RESULTS", PROJECT_ROOT / "results")))
     runs_dir: Path | None = None
     db_path: Path | None = None
     cache_dir: Path = field(

@@ -140,4 +140,8 @@ def run(args: argparse.Namespace) -> int:
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
         if "pass_at_k" in agg:
             print(samples_line(agg))
+        if Path(out_dir).resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder
+            from lab.store.autoimport import import_new_run
+
+            print(import_new_run(settings, path))
     return 1 if failures else 0

@@ -44,7 +44,7 @@ def _print_report(report: ImportReport) -> int:
 def run(args: argparse.Namespace) -> int:
     cmd = args.results_command
     if cmd == "rebuild":
-        with _store(args, sync=False) as store:
+        with _store(args, sync=False) as store, store.hold():
             return _print_report(rebuild(store))
     with _store(args, sync=cmd != "import") as store:
         if cmd == "sql":

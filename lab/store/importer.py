@@ -176,17 +176,18 @@ def import_file(
 def import_path(store: Store, *paths: str | os.PathLike) -> ImportReport:
     """Import result JSON files and/or folders of them (recursively)."""
     report = ImportReport()
-    lookup, known = _lookups(store), _known_files(store)
-    for path in paths:
-        p = Path(path)
-        if not p.exists():
-            report.failed.append((str(p), "no such file or folder"))
-            continue
-        if not (p.is_file() or p.is_dir()):
-            report.failed.append((str(p), "not a regular file or folder"))
-            continue
-        for file in iter_result_files(p):
-            import_file(store, file, report, _lookup=lookup, _known=known)
+    with store.hold():  # one short lock on the file for the whole import (no other process interleaves)
+        lookup, known = _lookups(store), _known_files(store)
+        for path in paths:
+            p = Path(path)
+            if not p.exists():
+                report.failed.append((str(p), "no such file or folder"))
+                continue
+            if not (p.is_file() or p.is_dir()):
+                report.failed.append((str(p), "not a regular file or folder"))
+                continue
+            for file in iter_result_files(p):
+                import_file(store, file, report, _lookup=lookup, _known=known)
     return report
 
 

@@ -86,6 +86,7 @@ class LabContext:
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
+    sessions: Any = None  # lab.ui.session.SessionEngines in public mode: visitors' engines per session
 
     @property
     def replay_error_html(self) -> str:
@@ -143,7 +144,7 @@ class LabContext:
 
         if self.store is None:
             raise LabError(f"saved {path}, but the results database is not open: {self.store_error}")
-        with self._store_lock:
+        with self._store_lock, self.store.hold():
             report = import_file(self.store, path)
         if report.failed:
             name, why = report.failed[0]
@@ -196,8 +197,9 @@ class LabContext:
     def add_stored_run(self, run_id: str) -> str:
         """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""
         spec = f"stored:{self.run_path(run_id)}"
+        shown = self.shown_text(spec)
         for entry in self.engine_entries():
-            if entry.spec == spec:
+            if entry.spec in (spec, shown):
                 return entry.name
         return self.add_engine(spec, wait=True)
 
@@ -213,11 +215,40 @@ class LabContext:
             except LabError:  # removed meanwhile
                 continue
             entries.append(entry_from_status(row, engine))
-        return entries
+        if self.sessions is None:
+            return entries
+        from lab.ui.session import current_session
+
+        visible = set(self.sessions.visible([e.name for e in entries], current_session()))
+        return [self._shown_entry(e) for e in entries if e.name in visible]
+
+    def shown_text(self, text: str | None) -> str | None:
+        """`text` as visitors may see it: no absolute server paths in public mode."""
+        if not self.settings.public:
+            return text
+        from lab.security.paths import redact_paths
+
+        return redact_paths(text, self.settings)
+
+    def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
+        entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
+                                                self.shown_text(entry.notes))
+        return entry
 
     def add_engine(self, spec: str, wait: bool = False) -> str:
-        """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name."""
+        """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
+        In public mode the engine belongs to the visitor's session (capped; see lab.ui.session)."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session:
+            for entry in self.engine_entries():  # the owner's and this visitor's engines
+                if entry.spec in (spec, self.shown_text(spec)):
+                    return entry.name
+            self.sessions.check_room(session)
         name = self.pool.add(spec)
+        if session:
+            self.sessions.add(session, name)
         self.forget_engine(name)
         if wait:
             self.pool.wait([name])
@@ -236,8 +267,30 @@ class LabContext:
         self.forget_engine(name)
 
     def remove_engine(self, name: str) -> None:
+        """Unload an engine; in public mode a visitor may unload only the engines it added."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session:
+            if not self.sessions.owns(session, name):
+                if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
+                    raise LabError(f"'{name}' is one of the owner's engines; visitors cannot unload it")
+                raise LabError(f"no engine named '{name}' among your engines")
+            if not self.sessions.release(session, name):
+                return  # the same engine is still used by another visitor
         self.pool.remove(name)
         self.forget_engine(name)
+
+    def end_session(self, session: str | None) -> None:
+        """A visitor left: unload the engines only that session held."""
+        if self.sessions is None or not session:
+            return
+        for name in self.sessions.end(session):
+            try:
+                self.pool.remove(name)
+            except LabError:
+                pass
+            self.forget_engine(name)
 
     def forget_engine(self, name: str) -> None:
         """Drop the cached columns and prompt audits of an engine (after unloading or reloading it)."""

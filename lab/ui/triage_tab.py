@@ -1,7 +1,6 @@
 """The Triage tab: slice steps, compare a baseline with a candidate, flips, taxonomy, tags, exports."""
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,8 @@ def load_choices(ctx: LabContext) -> Choices:
     store = ctx.store
     if store is None:
         return Choices([], [], [], [], [])
-    refresh_step_flags(store)
+    with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
+        refresh_step_flags(store)
     runs = query_df(store, "SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
     labels = [(f"{r.display_name} · {r.run_id}", r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
@@ -156,7 +156,9 @@ def page_url(request: gr.Request) -> str:
 
 
 def _export_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="triage-export-"))
+    from lab.ui.exports import EXPORTS  # short-lived, swept folders (no /tmp/triage-export-* left behind)
+
+    return EXPORTS.new_dir()
 
 
 def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
