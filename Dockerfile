@@ -32,6 +32,14 @@ RUN if [ "$VLLM" = "1" ]; then \
       python3 -m venv /opt/vllm && /opt/vllm/bin/pip install --no-cache-dir -r requirements-vllm.txt; \
     fi
 COPY --chown=user . .
+# Published per-step runs the owner wants visitors to see (series or run names separated by ';',
+# or 'all'): fetched into results/published/ at build time. LAB_PUBLISHED set at start time (Space
+# variable) fetches them on start instead; either way visitors just see them.
+ARG LAB_PUBLISHED=""
+RUN if [ -n "$LAB_PUBLISHED" ]; then \
+      LAB_CACHE_DIR=/tmp/lab-cache python -m lab data published fetch --set "$LAB_PUBLISHED" --quiet \
+      && chown -R user results; \
+    fi
 USER user
 EXPOSE 7860
 CMD ["python", "app.py"]

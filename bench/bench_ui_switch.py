@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from lab.settings import Settings  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
-from tests.test_ui_handlers import free_port, write_stored_run  # noqa: E402
+from tests.helpers_servers import free_port  # noqa: E402
+from tests.test_ui_handlers import write_stored_run  # noqa: E402
 
 
 def payload_bytes(out) -> int:

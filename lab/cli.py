@@ -44,5 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output path that cannot be written, a disk that is full, …
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 

@@ -8,9 +8,17 @@ from pathlib import Path
 from lab.booleans import parse_bool
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_REPLAY_URL = (
-    "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/main/tb2_lite/data/replay_full.jsonl"
-)
+# The public replay file at a pinned commit, never `main` (which may change under a stored result):
+# e208c018 is the commit holding the ECHO RLVR result files of 2026-06-12 (published_results.tsv),
+# which were evaluated on the corrected 303-step file; 612f5755 holds the legacy 386-step manifest and
+# the April 2026 runs scored on it (SPEC §1).
+REPLAY_COMMITS = {
+    "corrected": "e208c0181c86a002916e8ae4a08c820654c1a858",
+    "legacy": "612f57557b38fe621719258f21417fa88346982d",
+}
+REPLAY_URL_TEMPLATE = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/{commit}/tb2_lite/data/replay_full.jsonl"
+DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["corrected"])
+LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["legacy"])
 
 
 def _env_flag(name: str, default: bool = False) -> bool:
@@ -23,7 +31,7 @@ def _env_flag(name: str, default: bool = False) -> bool:
 class Settings:
     """Paths and switches of one lab instance.
 
-    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files).
+    - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files); $LAB_RESULTS.
     - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
     - `cache_dir`: downloads (the public replay file).
@@ -32,7 +40,7 @@ class Settings:
       Space unless the owner sets LAB_WHATIF_SHARED=1: visitors' edits then stay in their session).
     """
 
-    results_dir: Path = PROJECT_ROOT / "results"
+    results_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_RESULTS", PROJECT_ROOT / "results")))
     runs_dir: Path | None = None
     db_path: Path | None = None
     cache_dir: Path = field(

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib import import_module
 
 from lab.settings import Settings
 
@@ -12,18 +13,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dl = sub.add_parser("download", help="download the public replay file into the cache (once)")
     dl.add_argument("--url", default=None, help="replay file URL (default: $LAB_REPLAY_URL or the public file)")
     dl.add_argument("--force", action="store_true", help="download again even if cached")
+    dl.add_argument("--legacy", action="store_true",
+                    help="the legacy 386-step replay file (pinned commit 612f5755), for legacy published runs")
     info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
     info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
+    published = sub.add_parser("published", help="the public per-step result files: list, fetch, import")
+    import_module("lab.data.published_cli").add_arguments(published)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.data import download_replay, load_replay
 
+    if args.data_command == "published":
+        return import_module("lab.data.published_cli").run(args)
     settings = Settings()
     if args.data_command == "download":
-        path = download_replay(args.url or settings.replay_url, settings.cache_dir, force=args.force)
+        from lab.settings import LEGACY_REPLAY_URL
+
+        url = args.url or (LEGACY_REPLAY_URL if args.legacy else settings.replay_url)
+        path = download_replay(url, settings.cache_dir, force=args.force)
         print(f"replay file: {path}  (the lab uses it when no --replay is given)")
         return 0
     replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)

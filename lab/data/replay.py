@@ -1,6 +1,8 @@
 """Load a replay set (any of the three record formats) into `Step`s, strict or lenient."""
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,7 @@ from lab.data.history import (
     source_group_of,
 )
 from lab.data.records import RawRecord, check_step_record, iter_jsonl, record_format
-from lab.data.step import Step, bucket_of
+from lab.data.step import MAX_STEP_IDX, Step, bucket_of
 from lab.errors import LabError, ReplayFormatError
 
 ReplayMode = Literal["corrected", "all"]
@@ -31,6 +33,7 @@ class ReplaySet:
     mode: str = "corrected"
     problems: list[ReplayFormatError] = field(default_factory=list)
     formats: dict[str, int] = field(default_factory=dict)
+    fingerprint: str = ""  # sha256 of the source's bytes (or of its rows as JSON): what a checkpoint pins
 
     def __post_init__(self) -> None:
         self.by_key: dict[str, Step] = {s.key: s for s in self.steps}
@@ -137,7 +140,24 @@ def steps_from_records(records: Iterable[RawRecord], path: str, problems: _Probl
         snapshot = [dict(m) for m in history]
         steps.append(_step_from_record(record, snapshot, flatten_history(snapshot), fmt))
         history.append({"role": "assistant", "content": data["ref_raw"]})
-    return steps, formats
+    return _unique_steps(steps, path, problems), formats
+
+
+def _unique_steps(steps: list[Step], path: str, problems: _Problems) -> list[Step]:
+    """Steps whose key is new and whose step_idx the result files accept; the others are problems."""
+    first_line: dict[str, int] = {}
+    kept = []
+    for step in steps:
+        if step.step_idx > MAX_STEP_IDX:
+            problems(ReplayFormatError(path, step.line_no, "step_idx",
+                                       f"out of range: {step.step_idx} (expected 0 to {MAX_STEP_IDX})"))
+        elif step.key in first_line:
+            problems(ReplayFormatError(path, step.line_no, "step_idx",
+                                       f"duplicate step {step.key} (first at line {first_line[step.key]})"))
+        else:
+            first_line[step.key] = step.line_no
+            kept.append(step)
+    return kept
 
 
 def _keep(step: Step, mode: str) -> bool:
@@ -158,17 +178,23 @@ def load_replay(source: str | Path | Iterable[dict] | None, mode: ReplayMode = "
     if mode not in MODES:
         raise LabError(f"unknown replay mode {mode!r}: use one of {', '.join(MODES)}")
     problems = _Problems(lenient)
+    hasher = hashlib.sha256()
     if source is None or isinstance(source, (str, Path)):
         from lab.data.sources import resolve_replay_source
 
         resolved = resolve_replay_source(None if source is None else str(source), settings)
         path, rows = resolved.label, resolved.rows
-        records = iter_jsonl(resolved.path, problems) if rows is None else _row_records(rows)
     else:
-        path, records = "<rows>", _row_records(source)
+        path, rows = "<rows>", [dict(row) for row in source]
+    if rows is None:
+        records = iter_jsonl(resolved.path, problems, hasher)
+    else:
+        hasher.update(json.dumps(rows, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+        records = _row_records(rows)
     steps, formats = steps_from_records(records, path, problems)
     kept = [s for s in steps if _keep(s, mode)]
-    return ReplaySet(steps=kept, path=path, mode=mode, problems=problems.items, formats=dict(formats))
+    return ReplaySet(steps=kept, path=path, mode=mode, problems=problems.items, formats=dict(formats),
+                     fingerprint=hasher.hexdigest())
 
 
 def _row_records(rows: Iterable[dict]) -> Iterable[RawRecord]:

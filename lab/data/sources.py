@@ -57,6 +57,8 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
         path = download_replay(source, cache_dir)
         return ReplaySource("jsonl", str(path), path=path)
     path = Path(source).expanduser()
+    if path.exists() and not (path.is_file() or path.is_dir()):  # /dev/null, a FIFO: never read (it could block)
+        raise LabError(f"replay source {source!r} is not a regular file or folder; pass --replay PATH to a .jsonl file")
     if path.is_file() and path.suffix == ".jsonl":
         return ReplaySource("jsonl", str(path), path=path)
     if path.exists():
@@ -67,7 +69,12 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
 
 
 def _load_local_with_datasets(path: Path, split: str) -> list[dict]:
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in DATASETS_FILE_TYPES)
+    try:
+        files = [path] if path.is_file() else sorted(
+            p for p in path.iterdir() if p.suffix in DATASETS_FILE_TYPES and p.is_file()
+        )
+    except OSError as exc:
+        raise LabError(f"replay source {str(path)!r}: cannot read it: {exc.strerror or exc}") from None
     if not files:
         raise LabError(f"replay source {str(path)!r}: no .jsonl/.json/.parquet/.csv file in it; pass --replay PATH")
     kinds = {DATASETS_FILE_TYPES.get(p.suffix) for p in files}
@@ -90,9 +97,18 @@ def _load_with_datasets(name: str, split: str, **kwargs) -> list[dict]:
     return [dict(row) for row in dataset]
 
 
+COMMIT_IN_PATH = re.compile(r"/([0-9a-f]{40})/")
+
+
 def cached_replay_path(url: str, cache_dir: str | Path) -> Path:
-    """Where `download_replay` keeps the file of `url`."""
-    name = Path(urlparse(url).path).name or "replay.jsonl"
+    """Where `download_replay` keeps the file of `url`; a URL pinned to a commit gets the commit's
+    first 8 characters in the name (the corrected and the legacy file never share a cache slot)."""
+    path = urlparse(url).path
+    name = Path(path).name or "replay.jsonl"
+    pinned = COMMIT_IN_PATH.search(path)
+    if pinned:
+        stem, dot, suffix = name.rpartition(".")
+        name = f"{stem}.{pinned.group(1)[:8]}.{suffix}" if dot else f"{name}.{pinned.group(1)[:8]}"
     return Path(cache_dir) / name
 
 

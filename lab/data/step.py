@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Largest step/sample index a record may carry: a conversation has dozens of turns, so anything
+# beyond is a broken record (and the results store keeps indices in 32-bit columns).
+MAX_STEP_IDX = 100_000
+
 
 def bucket_of(step_idx: int) -> str:
     """SPEC §6: step_idx <= 1 is early, 2-4 mid, >= 5 late (gap-containing step_idx)."""

@@ -55,6 +55,7 @@ class Completion:
     error: str | None = None
     command_units: list[str] | None = None
     stored: dict | None = None
+    absent: bool = False  # a stored run that never answered this step: not scored, not aggregated
 
 
 @dataclass

@@ -60,8 +60,10 @@ class EnginePool:
         allow_loading: bool = True,
         data_roots: list[str | Path] | tuple = (),
         presets: dict[str, Preset] | None = None,
+        admission=None,
     ) -> None:
         self.allow_loading = allow_loading
+        self.admission = admission  # lab.engines.admission.Admission; overrides the checks below
         self.data_roots = [Path(p).expanduser().resolve() for p in data_roots]
         self.presets = presets
         self._slots: dict[str, Slot] = {}
@@ -71,6 +73,9 @@ class EnginePool:
     # --- admission -------------------------------------------------------------------
     def check_allowed(self, spec: str) -> None:
         """Raise EngineSpecError when this pool may not load `spec` (public mode)."""
+        if self.admission is not None:
+            self.admission.check(resolve_spec(spec, self.presets))
+            return
         if self.allow_loading:
             return
         config = resolve_spec(spec, self.presets)

@@ -12,7 +12,9 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
-from lab.runs.resultfile import coerce_units, read_result_file
+from lab.runs.resultfile import coerce_units, read_result_file, scorer_for
+
+NOT_IN_RUN = "not in this run"
 
 
 def stored_units(row: dict) -> list[str] | None:
@@ -37,6 +39,7 @@ class StoredEngine(EngineBase):
         super().__init__(config, model_id=str(self.path), name=self.path.stem)
         self.result: dict = {}
         self.rows: dict[str, dict] = {}
+        self.scorer = "corrected"  # the stored run's own scorer once loaded (legacy runs: "legacy")
 
     def load(self) -> None:
         try:
@@ -48,6 +51,7 @@ class StoredEngine(EngineBase):
             if isinstance(row, dict) and "task_id" in row and "step_idx" in row:
                 rows[f"{row['task_id']}/{row['step_idx']}"] = row
         self.rows = rows
+        self.scorer = scorer_for(self.result) if rows else "corrected"
         model = self.result.get("model_path") or self.result.get("model")
         if model:
             self.model_id = str(model)
@@ -56,7 +60,7 @@ class StoredEngine(EngineBase):
     def completion_for(self, request: Request) -> Completion:
         row = self.rows.get(request.step.key)
         if row is None:
-            return Completion(text="", error=f"step {request.step.key} is not in {self.path}")
+            return Completion(text="", error=f"step {request.step.key} is not in {self.path}", absent=True)
         text = row.get("raw_output")
         if not isinstance(text, str):
             text = row.get("pred_preview") if isinstance(row.get("pred_preview"), str) else ""

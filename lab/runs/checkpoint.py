@@ -3,14 +3,27 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+
+from lab import jsontext
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One finished step of a checkpoint: its per-step row and the generation seconds it took
+    (None in checkpoints written before per-step timing)."""
+
+    row: dict
+    gen_sec: float | None = None
 
 
 class Checkpoint:
     """`<run>.partial.jsonl`: a header line, then one finished per-step row per line.
 
-    Each row is flushed as it is written and fsynced at the end of every chunk. A torn last line (the process died
-    mid-write) is ignored on reading, so resuming redoes at most that one step.
+    Each row is flushed as it is written, with the generation seconds of that step, and fsynced at the end of
+    every chunk. A torn last line (the process died mid-write) is ignored on reading, so resuming redoes at most
+    that one step, and the resumed run's `gen_time_sec` is the sum over its steps, as in an uninterrupted run.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -22,22 +35,29 @@ class Checkpoint:
 
     def read(self) -> tuple[dict | None, list[dict]]:
         """Return (header, rows) written so far."""
+        header, entries = self.read_entries()
+        return header, [e.row for e in entries]
+
+    def read_entries(self) -> tuple[dict | None, list[Entry]]:
+        """Return (header, finished steps with their generation seconds) written so far."""
         if not self.exists():
             return None, []
-        header, rows = None, []
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # torn write at the end of an interrupted run
-                if "header" in obj:
-                    header = obj["header"]
-                elif "row" in obj:
-                    rows.append(obj["row"])
-                elif "timings" in obj and header is not None:
-                    header["timings"] = obj["timings"]
-        return header, rows
+        header, entries = None, []
+        for raw in self.path.read_bytes().splitlines():
+            try:
+                obj = jsontext.loads(raw)
+            except jsontext.JsonTextError:
+                continue  # torn write at the end of an interrupted run
+            if not isinstance(obj, dict):
+                continue
+            if isinstance(obj.get("header"), dict):
+                header = obj["header"]
+            elif isinstance(obj.get("row"), dict):
+                gen = obj.get("gen_sec")
+                entries.append(Entry(obj["row"], float(gen) if isinstance(gen, (int, float)) else None))
+            elif isinstance(obj.get("timings"), dict) and header is not None:
+                header["timings"] = obj["timings"]
+        return header, entries
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,18 +66,13 @@ class Checkpoint:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def append(self, row: dict) -> None:
-        """Write one finished row and flush it: a killed process keeps every appended row."""
+    def append(self, row: dict, gen_sec: float | None = None) -> None:
+        """Write one finished row (and the seconds its generation took) and flush it: a killed process
+        keeps every appended row and its time."""
         if self._fh is None:
             self._fh = self.path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps({"row": row}, ensure_ascii=False) + "\n")
-        self._fh.flush()
-
-    def append_timings(self, timings: dict) -> None:
-        """Record cumulative timings (the last such line wins on reading)."""
-        if self._fh is None:
-            self._fh = self.path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps({"timings": timings}) + "\n")
+        entry = {"row": row} if gen_sec is None else {"row": row, "gen_sec": round(gen_sec, 6)}
+        self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self._fh.flush()
 
     def sync(self) -> None:

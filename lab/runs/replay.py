@@ -1,6 +1,7 @@
 """Batch replay of TB2-lite steps on one engine, written as a result file in the published schema."""
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -18,6 +19,7 @@ from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file
+from lab.runs.resultschema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
@@ -44,6 +46,8 @@ class ReplayConfig:
     sampling: Sampling | None = None
     run_name: str | None = None
     extra: dict = field(default_factory=dict)
+    replay_fingerprint: str = ""  # ReplaySet.fingerprint: sha256 of the replay source
+    selection: dict = field(default_factory=dict)  # how the steps were chosen: mode, tasks, limit
     samples: int = 1  # answers per step (lab.runs.samples); 1 writes exactly today's files
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
 
@@ -72,6 +76,8 @@ def replay(
     steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
     caller interrupt between chunks (the checkpoint then holds everything done so far).
     """
+    if config.chunk_size < 1:
+        raise LabError(f"chunk size must be at least 1, got {config.chunk_size}")
     out_dir = Path(config.out_dir)
     stem = run_file_name(engine, config.run_name)
     final_path = out_dir / f"{stem}.json"
@@ -98,17 +104,21 @@ def replay(
             ctx = context_stats(lengths, max_len, sampling.max_tokens, messages_rows)
 
     done: dict[str, dict] = {}
-    header = _header(engine, config, sampling, len(steps))
+    gen_secs: dict[str, float | None] = {}  # generation seconds of each finished step
+    header = _header(engine, config, sampling, steps)
     if config.resume and checkpoint.exists():
-        old_header, rows = checkpoint.read()
+        old_header, entries = checkpoint.read_entries()
         _check_same_run(checkpoint.path, old_header, header)
-        done = {f"{r['task_id']}/{r['step_idx']}": r for r in rows}
+        for entry in entries:
+            key = f"{entry.row.get('task_id')}/{entry.row.get('step_idx')}"
+            done[key], gen_secs[key] = entry.row, entry.gen_sec
+        validate_rows(list(done.values()), str(checkpoint.path))
         header["timings"] = (old_header or {}).get("timings", {"gen_time_sec": 0.0})
     else:
         checkpoint.start(header)
-    timings = header.setdefault("timings", {"gen_time_sec": 0.0})
 
     todo = [i for i, s in enumerate(steps) if s.key not in done]
+    absent: set[str] = set()
     last_live = [0.0]
     total = len(steps)
     if progress:
@@ -120,23 +130,29 @@ def replay(
             checkpoint.close()
             raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
         chunk = todo[start : start + chunk_size]
-
-        overhead = 0.0
+        mark = [time.perf_counter()]
 
         def on_result(j: int, result: StepResult) -> None:
-            nonlocal overhead
-            t = time.perf_counter()
-            done[result.step.key] = result.per_step
-            checkpoint.append(result.per_step)
+            if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
+                absent.add(result.step.key)
+                if progress:
+                    last = len(done) + len(absent) == total
+                    progress(len(done) + len(absent), total, _live_aggregate(done, config.scorer) if last else None)
+                mark[0] = time.perf_counter()
+                return
+            # generation time of this step: since the previous step finished, not counting the
+            # lab's own bookkeeping below (checkpoint, live aggregate, progress)
+            gen = time.perf_counter() - mark[0]
+            done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
+            checkpoint.append(result.per_step, gen)
             if progress:
                 # the live aggregate is recomputed at most 4 times a second (and at the end)
-                live = None
-                if t - last_live[0] >= 0.25 or len(done) == total:
+                t, live = time.perf_counter(), None
+                if t - last_live[0] >= 0.25 or len(done) + len(absent) == total:
                     live, last_live[0] = _live_aggregate(done, config.scorer), t
-                progress(len(done), total, live)
-            overhead += time.perf_counter() - t
+                progress(len(done) + len(absent), total, live)
+            mark[0] = time.perf_counter()
 
-        t0 = time.perf_counter()
         try:
             chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
             if config.samples > 1:
@@ -145,34 +161,61 @@ def replay(
             else:
                 run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
         finally:
-            # generation time only: the lab's own bookkeeping in the callback is not the engine's
-            timings["gen_time_sec"] = timings.get("gen_time_sec", 0.0) + (time.perf_counter() - t0 - overhead)
-            checkpoint.append_timings(timings)
             checkpoint.sync()
 
     per_step = [done[s.key] for s in steps if s.key in done]
+    header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
     result = _result(engine, config, sampling, header, per_step, meta, ctx)
+    validate_result(result, str(final_path))  # never write what the store or rescore would refuse
     write_result_file(final_path, result)
     checkpoint.remove()
     return final_path
 
 
-# What must match for a checkpoint to be resumed: mixing answers of another engine or other
-# sampling settings into one result file would make its numbers meaningless.
-RESUME_KEYS = ("engine", "sampling", "scorer", "samples")
+# What must match for a checkpoint to be resumed: mixing answers of another engine, other sampling
+# settings, another replay file or another selection of steps into one result file would make its
+# numbers meaningless (and label rows scored against one replay with another's name).
+RESUME_KEYS = ("engine", "sampling", "scorer", "samples", "replay_sha256", "selection", "step_keys")
+RESUME_LABELS = {"replay_sha256": "replay source", "selection": "step selection", "step_keys": "selected steps"}
+
+
+def _describe_change(key: str, old: object, new: object) -> str:
+    if key == "replay_sha256":
+        return f"replay source content: sha256 {str(old)[:12]}… then, {str(new)[:12]}… now"
+    if isinstance(old, dict) and isinstance(new, dict):
+        diffs = [f"{k} {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        return f"{RESUME_LABELS.get(key, key)}: {', '.join(diffs)}"
+    return f"{RESUME_LABELS.get(key, key)}: {old!r} then, {new!r} now"
 
 
 def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
-    """Refuse to resume a checkpoint written by a different engine, sampling or scorer."""
+    """Refuse to resume a checkpoint written by another engine, sampling, scorer, replay source or
+    step selection; the message says what differs. (Keys a checkpoint lacks are not compared.)"""
     if old is None:
         return
     changed = [k for k in RESUME_KEYS if k in old and old.get(k) != new.get(k)]
     if changed:
         raise LabError(
-            f"{path}: this checkpoint was written with a different {', '.join(changed)} "
-            f"({'; '.join(f'{k}: {old.get(k)!r} then, {new.get(k)!r} now' for k in changed)}); "
+            f"{path}: this checkpoint was written with a different {', '.join(RESUME_LABELS.get(k, k) for k in changed)} "
+            f"({'; '.join(_describe_change(k, old.get(k), new.get(k)) for k in changed)}); "
             "resume with the same settings, pick another run name, or delete the checkpoint to start over"
         )
+
+
+def _steps_digest(steps: list[Step]) -> dict:
+    """The selected steps, pinned: how many, and a hash of their keys in order."""
+    keys = "\n".join(s.key for s in steps).encode("utf-8")
+    return {"count": len(steps), "keys_sha256": hashlib.sha256(keys).hexdigest()}
+
+
+def _gen_time(steps: list[Step], gen_secs: dict[str, float | None], old_timings: dict | None) -> float:
+    """Generation seconds of the run: the sum over its finished steps. A checkpoint from before
+    per-step timing keeps its chunk-level total for the steps it holds."""
+    known = [gen_secs[s.key] for s in steps if s.key in gen_secs]
+    if all(g is not None for g in known):
+        return float(sum(known))  # type: ignore[arg-type]
+    legacy = float((old_timings or {}).get("gen_time_sec") or 0.0)
+    return legacy + sum(g for g in known if g is not None)
 
 
 def _live_aggregate(done: dict[str, dict], scorer: str) -> dict | None:
@@ -181,16 +224,21 @@ def _live_aggregate(done: dict[str, dict], scorer: str) -> dict | None:
     return aggregate_scores(list(done.values()), scorer)
 
 
-def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, n_steps: int) -> dict:
+def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, steps: list[Step]) -> dict:
     header = {
         "engine": engine.spec,
         "eval_path": config.eval_path,
         "scorer": config.scorer,
-        "steps": n_steps,
+        "steps": len(steps),
+        "step_keys": _steps_digest(steps),
         "sampling": sampling.to_dict(),
         "started": utc_timestamp(),
         "load_time_sec": getattr(engine, "load_time_sec", None),
     }
+    if config.replay_fingerprint:
+        header["replay_sha256"] = config.replay_fingerprint
+    if config.selection:
+        header["selection"] = config.selection
     if config.samples > 1:
         header["samples"] = config.samples
     return header

@@ -13,6 +13,22 @@ from lab.errors import LabError
 from lab.settings import Settings
 
 
+def _number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
+    """An argparse type: a finite `kind` number within [low, high] (or (low, high] with `low_open`)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if value != value or value in (float("inf"), float("-inf")) or too_low or (high is not None and value > high):
+            bounds = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", help="replay .jsonl, a datasets source or a URL; default: $LAB_REPLAY, else the cached download "
                              "(`python -m lab data download`)")
@@ -26,23 +42,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N steps")
+    parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
     parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
     parser.add_argument("--name", default=None, help="run name (file stem); default: the engine's name")
-    parser.add_argument("--chunk-size", type=int, default=16, help="steps per generate call (checkpoint granularity)")
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--top-p", type=float, default=None)
-    parser.add_argument("--max-model-len", type=int, default=None, help="context guard limit (default: engine's)")
-    parser.add_argument("--samples", type=int, default=1, metavar="N",
+    parser.add_argument("--chunk-size", type=_number(int, 1), default=16, help="steps per generate call (checkpoint granularity)")
+    parser.add_argument("--max-tokens", type=_number(int, 1), default=None)
+    parser.add_argument("--temperature", type=_number(float, 0), default=None)
+    parser.add_argument("--top-p", type=_number(float, 0, 1, low_open=True), default=None)
+    parser.add_argument("--max-model-len", type=_number(int, 1), default=None, help="context guard limit (default: engine's)")
+    parser.add_argument("--samples", type=_number(int, 1), default=1, metavar="N",
                         help="answers per step (seeds S, S+1, …); the per-step fields stay sample 0's, each step "
                              "gains `samples`, the aggregate mean_f1_over_samples, f1_std_mean and pass_at_k")
-    parser.add_argument("--seed", type=int, default=None, metavar="S", help="sampling seed (of sample 0; default 0 "
+    parser.add_argument("--seed", type=_number(int, 0), default=None, metavar="S", help="sampling seed (of sample 0; default 0 "
                         "with --samples)")
-    parser.add_argument("--pass-threshold", type=float, default=None, metavar="F1",
+    parser.add_argument("--pass-threshold", type=_number(float, 0, 1), default=None, metavar="F1",
                         help="a sample passes when its F1 is at least this (pass@k; default 0.5)")
     parser.add_argument("--allow-raw-fallback", action="store_true",
                         help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
+
+
+def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dict:
+    """How the steps of a run were chosen, as its checkpoint records it (resume must match)."""
+    return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
 
 
 def _sampling(engine, args: argparse.Namespace) -> Sampling:
@@ -94,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
             max_model_len=args.max_model_len, sampling=_sampling(engine, args),
             run_name=args.name if len(args.engine) == 1 else None,
+            replay_fingerprint=replay_set.fingerprint,
+            selection=step_selection(args.mode, args.tasks, args.limit),
             samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )
         warn_if_greedy(spec, config)
@@ -117,4 +140,8 @@ def run(args: argparse.Namespace) -> int:
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
         if "pass_at_k" in agg:
             print(samples_line(agg))
+        if Path(out_dir).resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder
+            from lab.store.autoimport import import_new_run
+
+            print(import_new_run(settings, path))
     return 1 if failures else 0

@@ -1,13 +1,14 @@
 """Read and write TB2-lite result JSON files (SPEC §8), legacy 386-step or corrected 303-step."""
 from __future__ import annotations
 
-import ast
 import json
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 from typing import Iterator
 
+from lab import jsontext
 from lab.errors import ResultFileError
 
 CORRECTED = "corrected_303"
@@ -16,62 +17,79 @@ LEGACY_STEP_COUNT = 386
 PREVIEW_CHARS = {CORRECTED: 1200, LEGACY: 500}
 
 
+_STRING = r"'(?:[^'\\\r\n]|\\[^\r\n])*'" + "|" + r'"(?:[^"\\\r\n]|\\[^\r\n])*"'
+STRING_LITERAL = re.compile(_STRING)
+# the Python repr of a list (or tuple) of strings, e.g. `['ls -la', "cat 'a b'"]`; nothing else
+UNITS_REPR = re.compile(rf"\[\s*(?:(?:{_STRING})\s*,\s*)*(?:(?:{_STRING})\s*)?\]|\(\s*(?:(?:{_STRING})\s*,\s*)*(?:(?:{_STRING})\s*)?\)")
+MAX_UNITS_TEXT = 8 * 2**20  # characters of one stored unit string; larger means a broken file
+
+
+def _decode_literal(literal: str) -> str:
+    """One Python string literal's value (escapes as Python reads them), without evaluating code."""
+    body = literal[1:-1]
+    if "\\" not in body:
+        return body
+    # unicode_escape reads Latin-1 bytes: escape everything beyond Latin-1 first so it round-trips
+    return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
 def coerce_units(value: object) -> list[str]:
     """Return stored command units as a list of strings.
 
-    Some stored rows keep the units as the Python repr of a list (`"['ls', 'pwd']"`);
-    those are decoded with `ast.literal_eval`. None becomes [].
+    Some stored rows keep the units as the Python repr of a list (`"['ls', 'pwd']"`); those are
+    decoded by a small grammar (a list or tuple of quoted strings), never by evaluating the text,
+    so a recursive or huge string cannot exhaust the stack or memory. Any other string is one unit.
+    None becomes [].
     """
     if value is None:
         return []
     if isinstance(value, str):
+        if len(value) > MAX_UNITS_TEXT:
+            raise ValueError(f"command units string is {len(value):,} characters (limit {MAX_UNITS_TEXT:,})")
         text = value.strip()
         if not text:
             return []
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return [value]
+        if UNITS_REPR.fullmatch(text):
+            try:
+                return [_decode_literal(m.group(0)) for m in STRING_LITERAL.finditer(text)]
+            except UnicodeDecodeError:
+                pass  # an escape Python would not accept: keep the text as one unit
+        return [value]
     if isinstance(value, (list, tuple)):
         return [str(u) for u in value]
     raise ValueError(f"command units must be a list, got {type(value).__name__}")
 
 
 def read_result_file(path: str | os.PathLike) -> dict:
-    """Load and check a result file; raise ResultFileError naming the file and the problem."""
+    """Load and validate a result file; raise ResultFileError naming the file, row and field."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ResultFileError(f"{p}: no such result file")
+    if not p.is_file():
+        raise ResultFileError(f"{p}: not a regular file (give a result .json file)")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ResultFileError(f"{p}: not UTF-8 text ({exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise ResultFileError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    check_result(data, str(p))
+        content = p.read_bytes()
+    except OSError as exc:
+        raise ResultFileError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    data = parse_result_bytes(content, str(p))
     return data
 
 
+def parse_result_bytes(content: bytes, name: str) -> dict:
+    """Decode (UTF-8, optional BOM) and validate the bytes of a result file."""
+    try:
+        data = jsontext.loads(content)
+    except jsontext.JsonTextError as exc:
+        raise ResultFileError(f"{name}: {exc}") from None
+    check_result(data, name)
+    return data  # type: ignore[return-value]
+
+
 def check_result(data: object, name: str = "result") -> None:
-    """Validate the parts of the schema the lab relies on."""
-    if not isinstance(data, dict):
-        raise ResultFileError(f"{name}: top level must be a JSON object, got {type(data).__name__}")
-    per_step = data.get("per_step")
-    if not isinstance(per_step, list):
-        raise ResultFileError(f"{name}: missing 'per_step' list; is this a TB2-lite result file?")
-    for i, row in enumerate(per_step):
-        if not isinstance(row, dict):
-            raise ResultFileError(f"{name}: per_step[{i}] is not an object")
-        for key in ("task_id", "step_idx"):
-            if key not in row:
-                raise ResultFileError(f"{name}: per_step[{i}] has no '{key}'")
-        for key in ("ref_command_units", "pred_command_units"):
-            try:
-                coerce_units(row.get(key))
-            except ValueError as exc:
-                raise ResultFileError(f"{name}: per_step[{i}] field '{key}': {exc}") from None
-    if "aggregate" in data and not isinstance(data["aggregate"], dict):
-        raise ResultFileError(f"{name}: 'aggregate' must be an object")
+    """Validate a result dict with the one validator (lab.runs.resultschema)."""
+    from lab.runs.resultschema import validate_result
+
+    validate_result(data, name)
 
 
 def scoring_version(result: dict) -> str:
@@ -106,16 +124,21 @@ def iter_result_files(folder: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_result_file(path: str | os.PathLike, result: dict) -> Path:
-    """Write atomically (temp file + rename) so a crash never leaves half a file."""
+    """Write atomically (temp file + rename) so a crash never leaves half a file.
+
+    The temp file is created with mode 0666 less the user's umask (0644 usually), like any file the
+    user writes, so the renamed result is readable by the group/others the umask allows.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".tmp", dir=p.parent)
+    tmp = p.parent / f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, ensure_ascii=False, indent=1)
+            json.dump(result, fh, ensure_ascii=False, indent=1, allow_nan=False)
             fh.write("\n")
         os.replace(tmp, p)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return p

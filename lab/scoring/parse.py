@@ -4,13 +4,18 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from typing import NamedTuple
 
 from lab.scoring.action import ParsedAction
 from lab.scoring.units import split_command_units
 
-# Greedy on purpose: with several fenced blocks the span runs from the first `{` after the
-# first fence to the last `}` before a closing fence, exactly as the harness's regex does.
-FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
+# The harness's fence regex, r"```(?:json)?\s*(\{.*\})\s*```" with DOTALL, is greedy: with several
+# fenced blocks the span runs from the first `{` after the first opening fence to the last `}` before
+# a closing fence. Run as a regex it backtracks quadratically (256 KB of "```{" took seconds), so the
+# same span is found in two linear scans: the first opening fence from the left, the last closing
+# fence from the right (searched in the reversed text).
+FENCE_OPEN = re.compile(r"```(?:json)?\s*\{")
+FENCE_CLOSE_REVERSED = re.compile(r"```\s*\}")
 KEYSTROKES_FIELD = re.compile(r'"keystrokes"\s*:\s*"((?:[^"\\]|\\.)*)"')
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -20,12 +25,41 @@ INVALID_JSON = "invalid_json"  # there is a brace span but json.loads rejects it
 NOT_AN_OBJECT = "not_an_object"  # it parses, but to a list/number/bool/string/null
 
 
+class FenceSpan(NamedTuple):
+    """Where the harness's fence regex matches: the whole match `[start, end)` and its `{…}` group."""
+
+    start: int
+    end: int
+    json_start: int
+    json_end: int
+
+
+def fence_span(text: str) -> FenceSpan | None:
+    """The match of the harness's fence regex in `text` (SPEC §4 step 2), or None; linear time."""
+    opening = FENCE_OPEN.search(text)
+    if opening is None:
+        return None
+    closing = FENCE_CLOSE_REVERSED.search(text[::-1])
+    if closing is None:
+        return None
+    brace, close_brace = opening.end() - 1, len(text) - closing.end()  # the `{` and the `}`
+    if close_brace <= brace:
+        return None
+    return FenceSpan(opening.start(), len(text) - closing.start(), brace, close_brace + 1)
+
+
+def fenced_json(text: str) -> str | None:
+    """The `{…}` the harness's fence regex captures, or None."""
+    span = fence_span(text)
+    return None if span is None else text[span.json_start : span.json_end]
+
+
 def json_span(text: str) -> str:
     """The text the harness hands to json.loads: fenced `{…}`, else first `{` to last `}`."""
     stripped = text.strip()
-    fenced = FENCED_JSON.search(stripped)
-    if fenced:
-        return fenced.group(1)
+    fenced = fenced_json(stripped)
+    if fenced is not None:
+        return fenced
     start, end = stripped.find("{"), stripped.rfind("}")
     if start != -1 and end != -1 and end > start:
         return stripped[start : end + 1]

@@ -30,7 +30,10 @@ def _store(args: argparse.Namespace, *, sync: bool = True) -> Store:
         kwargs["results_dir"] = args.results
     if args.db:
         kwargs["db_path"] = args.db
-    return open_store(Settings(**kwargs), sync=sync)
+    store = open_store(Settings(**kwargs), sync=sync)
+    for name, why in store.import_problems:  # broken files under results/ are never skipped silently
+        print(f"warning: not imported: {why if why.startswith(name) else f'{name}: {why}'}", file=sys.stderr)
+    return store
 
 
 def _print_report(report: ImportReport) -> int:
@@ -41,7 +44,7 @@ def _print_report(report: ImportReport) -> int:
 def run(args: argparse.Namespace) -> int:
     cmd = args.results_command
     if cmd == "rebuild":
-        with _store(args, sync=False) as store:
+        with _store(args, sync=False) as store, store.hold():
             return _print_report(rebuild(store))
     with _store(args, sync=cmd != "import") as store:
         if cmd == "sql":

@@ -13,6 +13,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.settings import Settings
+from lab.store.connection import Connector, ReadCache
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 _VERSION_RX = re.compile(r"^--\s*schema_version:\s*(\d+)\s*$", re.MULTILINE)
@@ -60,37 +61,73 @@ def _strip_sql_literals(sql: str) -> str:
 
 
 class Store:
-    """A DuckDB connection shared by threads: every call gets its own cursor; writes take a lock."""
+    """The results database, shared by threads and processes (see lab.store.connection).
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, results_dir: Path | None = None):
-        self._con = con
+    The file is opened per operation (kept open briefly across bursts) and never held for the
+    app's whole life, so `python -m lab results …`, a CLI replay and a second app can use it at
+    the same time. Reads are cached until any process changes the file; writes take a lock."""
+
+    def __init__(self, connector: Connector, path: Path, results_dir: Path | None = None):
+        self.connector = connector
         self.path = path
         self.results_dir = results_dir
         self._write_lock = threading.RLock()
+        self._ensured: set[Path] = set()
+        # (file, reason) of every result file under results/ the last open could not import
+        self.import_problems: list[tuple[str, str]] = []
+        self.cache = ReadCache()
+        self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
+        self._derived = threading.local()
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
 
+    def _check_writable(self) -> None:
+        if self.refuse_writes and not getattr(self._derived, "on", False):
+            raise LabError(self.refuse_writes)
+
+    @contextmanager
+    def derived_writes(self) -> Iterator["Store"]:
+        """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
+        step flags) even where `refuse_writes` blocks what visitors write."""
+        self._derived.on = True
+        try:
+            yield self
+        finally:
+            self._derived.on = False
+
     # -- reading -----------------------------------------------------------------------------
+    def _read(self, kind: str, sql: str, params, fetch):
+        def run():
+            with self.connector.cursor() as cur:
+                return fetch(cur.execute(sql, bind_params(sql, params)))
+
+        return self.cache.get_or_run(kind, sql, params, self.connector.generation(), run)
+
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pd.DataFrame:
         """Run a parameterized query and return a DataFrame (`$name` params from a dict, or `?` from a list)."""
-        with self._con.cursor() as cur:
-            return cur.execute(sql, bind_params(sql, params)).df()
+        return self._read("df", sql, params, lambda cur: cur.df()).copy()
 
     def scalar(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> Any:
-        with self._con.cursor() as cur:
-            row = cur.execute(sql, bind_params(sql, params)).fetchone()
+        row = self._read("one", sql, params, lambda cur: cur.fetchone())
         return None if row is None else row[0]
 
     def rows(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> list[tuple]:
         """Run a parameterized query and return its rows as tuples."""
-        with self._con.cursor() as cur:
-            return cur.execute(sql, bind_params(sql, params)).fetchall()
+        return list(self._read("rows", sql, params, lambda cur: cur.fetchall()))
 
     def dicts(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> list[dict]:
         """Run a parameterized query and return its rows as dicts (NULL as None)."""
-        with self._con.cursor() as cur:
-            cur.execute(sql, bind_params(sql, params))
+
+        def fetch(cur):
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row)) for row in cur.fetchall()]
+
+        return [dict(d) for d in self._read("dicts", sql, params, fetch)]
+
+    @contextmanager
+    def hold(self) -> Iterator["Store"]:
+        """Keep the file open for a block of operations (other processes wait until it ends)."""
+        with self.connector.hold():
+            yield self
 
     def tables(self) -> pd.DataFrame:
         """Tables and views of the main schema with their row counts."""
@@ -107,13 +144,16 @@ class Store:
     # -- writing -----------------------------------------------------------------------------
     def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> None:
         """Run one parameterized statement (serialized with other writes)."""
-        with self._write_lock, self._con.cursor() as cur:
+        self._check_writable()
+        with self._write_lock, self.connector.cursor() as cur:
             cur.execute(sql, bind_params(sql, params))
+        self.connector.wrote()
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor inside BEGIN … COMMIT; any exception rolls everything back."""
-        with self._write_lock, self._con.cursor() as cur:
+        self._check_writable()
+        with self._write_lock, self.connector.cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
             try:
                 yield cur
@@ -121,15 +161,21 @@ class Store:
                 cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
+        self.connector.wrote()
 
     def ensure_schema(self, extra_ddl_path: str | Path) -> None:
         """Apply an extra DDL file now and on every later open (must be idempotent)."""
         register_schema(extra_ddl_path)
-        self._run_ddl(Path(extra_ddl_path))
+        path = Path(extra_ddl_path).resolve()
+        if path in self._ensured:  # applied on this connection already (callers ask on every query)
+            return
+        self._run_ddl(path)
+        self._ensured.add(path)
 
     def _run_ddl(self, path: Path) -> None:
-        with self._write_lock, self._con.cursor() as cur:
+        with self._write_lock, self.connector.cursor() as cur:
             cur.execute(path.read_text(encoding="utf-8"))
+        self.connector.wrote()
 
     # -- schema ------------------------------------------------------------------------------
     def stored_version(self) -> int | None:
@@ -156,7 +202,8 @@ class Store:
             self._run_ddl(extra)
 
     def close(self) -> None:
-        self._con.close()
+        """Release the file now (it is reopened by the next operation)."""
+        self.connector.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -194,26 +241,23 @@ def open_store(
 
     db_path, res_dir = _resolve(target, results_dir)
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        con = duckdb.connect(str(db_path))
-    except duckdb.IOException as exc:
-        raise LabError(
-            f"cannot open the results database {db_path}: {exc}. Is another lab process using it? "
-            "Close it or pass another --db path."
-        ) from None
-    store = Store(con, db_path, res_dir)
+    store = Store(Connector(db_path), db_path, res_dir)
     try:
         from lab.store.equiv_columns import replay_equiv_contexts
 
         store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
-        version = store.stored_version()
-        if version is None or version != schema_version():
-            importer.rebuild(store, res_dir)
-        else:
-            for extra in _EXTRA_DDL:
-                store._run_ddl(extra)
-            if sync and res_dir.is_dir():
-                importer.import_path(store, res_dir)
+        with store.hold():
+            version = store.stored_version()
+            if version is None or version != schema_version():
+                store.import_problems = importer.rebuild(store, res_dir).failed
+            else:
+                for extra in _EXTRA_DDL:
+                    store._run_ddl(extra)
+                if sync and res_dir.is_dir():
+                    store.import_problems = importer.import_path(store, res_dir).failed
+    except duckdb.Error as exc:
+        store.close()
+        raise LabError(f"cannot open the results database {db_path.name}: {exc}") from None
     except BaseException:
         store.close()
         raise

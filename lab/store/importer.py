@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -11,14 +10,22 @@ from pathlib import Path
 import pandas as pd
 
 from lab.errors import LabError, ResultFileError
-from lab.runs.resultfile import check_result, iter_result_files, scorer_for
+from lab.runs.resultfile import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
 from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
 from lab.store.sample_records import delete_samples, insert_samples, sample_tables
+from lab.store.unique_names import unique_display_names
 
 RUN_ID_CHARS = 12
+# First folder of a run's stored path -> its `runs.source` (files elsewhere are 'file').
+SOURCE_BY_FOLDER = {"published": "published"}
+
+
+def source_of(stored_path: str) -> str:
+    """'published' for files under `<results>/published/`, else 'file'."""
+    return SOURCE_BY_FOLDER.get(stored_path.split("/", 1)[0], "file") if "/" in stored_path else "file"
 
 
 @dataclass
@@ -112,6 +119,8 @@ def import_file(
     stored_path = _stored_path(p, store.results_dir)
     try:
         stat = p.stat()
+        if not p.is_file():  # a FIFO or device would block or never end
+            raise ResultFileError(f"{name}: not a regular file")
         known = (_known if _known is not None else _known_files(store)).get(stored_path)
         if known is not None and known[:2] == (stat.st_size, stat.st_mtime):
             report.skipped.append((name, f"unchanged (run {known[2]})"))
@@ -127,13 +136,7 @@ def import_file(
                 )
             report.skipped.append((name, f"unchanged (same content as run {run_id}: {same['path'][0]})"))
             return report
-        try:
-            result = json.loads(content.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ResultFileError(f"{name}: not UTF-8 text ({exc.reason})") from None
-        except json.JSONDecodeError as exc:
-            raise ResultFileError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-        check_result(result, name)
+        result = parse_result_bytes(content, name)
         result = _with_aggregate(result)
         short_to_repo, facts = _lookup if _lookup is not None else _lookups(store)
         row = run_row(
@@ -141,6 +144,7 @@ def import_file(
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
+        row["source"] = source_of(stored_path)
         steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
                                    getattr(store, "equiv_contexts", {}), scorer_for(result))
         row.update(run_equiv_fields(steps, row["score"]))
@@ -160,6 +164,7 @@ def import_file(
             finally:
                 cur.unregister("new_run")
                 cur.unregister("new_steps")
+        unique_display_names(store)
         report.added.append(name)
     except (LabError, OSError, ValueError, TypeError, KeyError) as exc:
         report.failed.append((name, str(exc)))
@@ -171,14 +176,18 @@ def import_file(
 def import_path(store: Store, *paths: str | os.PathLike) -> ImportReport:
     """Import result JSON files and/or folders of them (recursively)."""
     report = ImportReport()
-    lookup, known = _lookups(store), _known_files(store)
-    for path in paths:
-        p = Path(path)
-        if not p.exists():
-            report.failed.append((str(p), "no such file or folder"))
-            continue
-        for file in iter_result_files(p):
-            import_file(store, file, report, _lookup=lookup, _known=known)
+    with store.hold():  # one short lock on the file for the whole import (no other process interleaves)
+        lookup, known = _lookups(store), _known_files(store)
+        for path in paths:
+            p = Path(path)
+            if not p.exists():
+                report.failed.append((str(p), "no such file or folder"))
+                continue
+            if not (p.is_file() or p.is_dir()):
+                report.failed.append((str(p), "not a regular file or folder"))
+                continue
+            for file in iter_result_files(p):
+                import_file(store, file, report, _lookup=lookup, _known=known)
     return report
 
 

@@ -312,3 +312,7 @@ PLOTS: dict[str, Callable[[Store, bool], go.Figure]] = {
     "tb2lite_vs_tblite": lambda store, first56_only=False: figure_for(store, "tb2lite_vs_tblite"),
     "equiv_vs_f1": lambda store, first56_only=False: figure_for(store, "equiv_vs_f1"),
 }
+
+from lab.store.series import series_plot  # noqa: E402 - registered last: it uses the store's runs only
+
+PLOTS["published_series"] = series_plot

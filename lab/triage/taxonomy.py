@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lab.scoring.parse import FENCED_JSON, extract_json, parse_action
+from lab.scoring.parse import extract_json, fence_span, parse_action
 from lab.scoring.units import split_command_units
 from lab.triage.db import query_df
 
@@ -44,9 +44,9 @@ class OutputFailures:
 def text_outside_json(text: str) -> str:
     """The non-JSON text around the extracted span (fence or first `{` … last `}`), think blocks removed."""
     stripped = text.strip()
-    fenced = FENCED_JSON.search(stripped)
+    fenced = fence_span(stripped)
     if fenced:
-        outside = stripped[: fenced.start()] + stripped[fenced.end() :]
+        outside = stripped[: fenced.start] + stripped[fenced.end :]
     else:
         start, end = stripped.find("{"), stripped.rfind("}")
         if start == -1 or end <= start:

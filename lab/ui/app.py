@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from pathlib import Path
 from typing import Sequence
 
 import gradio as gr
@@ -19,6 +20,7 @@ from lab.ui.compare_tab import (
     warm_instant_engines,
 )
 from lab.ui.context import EngineEntry, LabContext
+from lab.ui.public import apply_public_policy, launch_limits, queue_options, watch_sessions
 
 __all__ = ["LabContext", "EngineEntry", "build_app", "create_context", "launch_options", "OpenInCompare"]
 
@@ -36,10 +38,14 @@ def configured_replay(settings: Settings) -> str | None:
 
 def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db: bool = True) -> LabContext:
     """Load what the lab needs; problems become messages in the UI, not exceptions."""
+    from lab.engines.admission import Admission
     from lab.engines.pool import EnginePool
 
     roots = [settings.results_dir, settings.runs_dir]
-    ctx = LabContext(settings=settings, pool=EnginePool(allow_loading=bool(settings.allow_engine_loading), data_roots=roots))
+    admission = Admission(public=settings.public, allow_models=bool(settings.allow_engine_loading),
+                          data_roots=[Path(r).expanduser().resolve() for r in roots])
+    ctx = LabContext(settings=settings, pool=EnginePool(allow_loading=bool(settings.allow_engine_loading),
+                                                        data_roots=roots, admission=admission))
     source = configured_replay(settings)
     if source:
         ctx.load_replay(source)
@@ -54,7 +60,22 @@ def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db
                 ctx.startup_warnings.append(f"engine '{spec}': {exc}")
     if open_db:
         ctx.open_store()
+        load_published(ctx)
+    apply_public_policy(ctx)
     return ctx
+
+
+def load_published(ctx: LabContext) -> None:
+    """The owner's set of published runs (LAB_PUBLISHED) and their links; problems become warnings."""
+    from lab.data.published import load_owner_set
+
+    try:
+        report = load_owner_set(ctx.store, ctx.settings)
+    except LabError as exc:
+        ctx.startup_warnings.append(f"published runs (LAB_PUBLISHED): {exc}")
+        return
+    if report is not None:
+        ctx.startup_warnings.extend(f"published run {p}: {why}" for p, why in (*report.fetch.failed, *report.failed))
 
 
 class OpenInCompare:
@@ -102,7 +123,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     from lab.ui.engines_tab import build_engines_tab
     from lab.ui.results_tab import build_results_tab
 
-    with gr.Blocks(title="TB2-lite comparison lab", fill_width=True) as demo:
+    with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
         with gr.Tabs(elem_id="lab-tabs") as tabs:
             compare = build_compare_tab(ctx)
@@ -118,6 +139,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
         if ctx.startup_warnings:
             demo.load(lambda: [gr.Warning(w) for w in ctx.startup_warnings] and None, None, None,
                       api_visibility="private")
+        watch_sessions(demo, ctx)
     demo.open_in_compare = open_in_compare  # for tests and embedding
     if ctx.replay is not None:
         warm_instant_engines(ctx)
@@ -127,8 +149,11 @@ def build_app(ctx: LabContext) -> gr.Blocks:
 def _header(ctx: LabContext) -> str:
     from lab.ui.render_html import esc
 
+    from lab.security.paths import display_path
+
     replay = (
-        f"replay: <code>{esc(ctx.replay.path)}</code> · {len(ctx.replay.steps)} steps · {len(ctx.replay.tasks)} tasks"
+        f"replay: <code>{esc(display_path(ctx.replay.path, ctx.settings))}</code> · {len(ctx.replay.steps)} steps · "
+        f"{len(ctx.replay.tasks)} tasks"
         if ctx.replay
         else "replay: <b>none configured</b> (see Compare)"
     )
@@ -138,7 +163,7 @@ def _header(ctx: LabContext) -> str:
         mode = "public (model engines enabled by the owner)" if ctx.settings.public else "local"
     return (
         f'<div class="lab-title"><b>TB2-lite comparison lab</b><span class="lab-muted"> · {replay} · '
-        f"results: <code>{esc(ctx.settings.results_dir)}</code> · {mode}</span></div>"
+        f"results: <code>{esc(display_path(ctx.settings.results_dir, ctx.settings))}</code> · {mode}</span></div>"
     )
 
 
@@ -158,6 +183,9 @@ def startup_report(ctx: LabContext) -> list[str]:
     else:
         runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
         lines.append(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard")
+        if ctx.broken_results:
+            lines.append(f"warning: {len(ctx.broken_results)} result file(s) could not be imported (listed on the Results tab):")
+            lines.extend(f"warning:   {why if why.startswith(name) else f'{name}: {why}'}" for name, why in ctx.broken_results)
     if ctx.replay_error:
         lines.append(f"warning: {ctx.replay_error}")
     lines.extend(f"warning: {w}" for w in ctx.startup_warnings)
@@ -167,4 +195,4 @@ def startup_report(ctx: LabContext) -> list[str]:
 def launch_options() -> dict:
     """Gradio 6 takes theme, css and head at launch()."""
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
-    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS}
+    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, **launch_limits()}

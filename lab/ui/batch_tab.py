@@ -13,6 +13,8 @@ from lab.data.step import Step
 from lab.errors import LabError
 from lab.ui.context import LabContext
 from lab.ui.render_html import esc
+from lab.ui.public import BATCH_OFF, batch_allowed
+from lab.ui.session import SessionEvents, current_session
 
 BUCKETS = ("early", "mid", "late")
 # Steps generated between two checks of the Stop button (and two checkpoint syncs).
@@ -118,7 +120,7 @@ def run_batch(
         out_dir = Path(ctx.settings.runs_dir)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
                               run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),
-                              chunk_size=chunk_size)
+                              chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
         row.state = "running"
         update()
 
@@ -182,6 +184,8 @@ def build_batch_tab(ctx: LabContext) -> None:
     """Lay out the Batch tab and wire its events."""
     replay = ctx.replay
     with gr.Tab("Batch", id="batch") as tab:
+        if not batch_allowed(ctx.settings):
+            gr.HTML(f'<div class="lab-empty">{esc(BATCH_OFF)}</div>')
         if replay is None:
             gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
                     "or download it in Compare.</div>")
@@ -201,7 +205,7 @@ def build_batch_tab(ctx: LabContext) -> None:
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
         live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live")
-    stop_event = threading.Event()
+    stops = SessionEvents()  # each session's Stop stops only that session's batch
 
     def count(task_sel, bucket_sel, group_sel) -> str:
         n = len(filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)) if ctx.replay else 0
@@ -213,9 +217,13 @@ def build_batch_tab(ctx: LabContext) -> None:
                 count(task_sel, bucket_sel, group_sel))
 
     def run(names, task_sel, bucket_sel, group_sel, do_resume, name, progress=gr.Progress()):
+        if not batch_allowed(ctx.settings):
+            gr.Warning(BATCH_OFF)
+            return
         if ctx.replay is None:
             gr.Warning("No replay data loaded: start the lab with --replay PATH.")
             return
+        stop_event = stops.get(current_session())
         steps = filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)
         if not names:
             gr.Warning("Choose at least one ready engine (add engines in the Engines tab).")
@@ -243,7 +251,7 @@ def build_batch_tab(ctx: LabContext) -> None:
     start.click(run, [engines, tasks, buckets, groups, resume, run_name], live, api_name="run_batch",
                 concurrency_limit=1)
     def request_stop() -> None:
-        stop_event.set()
+        stops.get(current_session()).set()
         gr.Info("Stopping after the steps in progress; finished steps are kept for resume.")
 
-    stop_btn.click(request_stop, None, None, api_visibility="private")
+    stop_btn.click(request_stop, None, None, api_name="stop_batch")

@@ -17,6 +17,7 @@ from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_eng
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
 from lab.ui.samples_panel import build_samples_panel
+from lab.ui.run_picker import build_run_picker, scorer_badge_html, wire_run_picker
 from lab.ui.render_html import (
     render_audit_body,
     render_columns,
@@ -93,7 +94,7 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
 def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     """Run one engine on one step through the pipeline and cache the column (errors included)."""
     try:
-        result = run_steps(entry.engine, [step])[0]
+        result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
     except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
         view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
@@ -260,6 +261,8 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
     for entry in entries:
         path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
         run_id = ctx.stored_run_id(path) if path is not None else None
+        if getattr(entry.engine, "scorer", None) == "legacy":  # say which scorer and replay it is compared on
+            badges[entry.name] = scorer_badge_html(ctx)
         if run_id is None:
             continue
         try:
@@ -268,7 +271,7 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
         except Exception:  # noqa: BLE001 - badges are decoration; a store hiccup must not break Compare
             continue
         if html:
-            badges[entry.name] = html
+            badges[entry.name] = badges.get(entry.name, "") + html
     return badges
 
 
@@ -388,6 +391,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             nxt = gr.Button("next (j) ▶", elem_id="lab-next", scale=0, min_width=110)
             generate = gr.Button("Generate on all engines", variant="primary", elem_id="lab-generate", scale=1)
             show_all = gr.Checkbox(False, label="show all (no clipping)", scale=1, elem_id="lab-show-all")
+        picker = build_run_picker(ctx)
         context_html = gr.HTML(elem_id="lab-context")
         gr.Markdown("### Engines", elem_classes=["lab-h"])
         columns_html = gr.HTML(elem_id="lab-columns")
@@ -408,6 +412,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
+    wire_run_picker(ctx, picker, view, step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):

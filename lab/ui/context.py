@@ -82,9 +82,11 @@ class LabContext:
     views: LRUCache = field(default_factory=LRUCache)
     audits: LRUCache = field(default_factory=lambda: LRUCache(512))  # (engine, step key) -> AuditView
     startup_warnings: list[str] = field(default_factory=list)
+    broken_results: list[tuple[str, str]] = field(default_factory=list)  # (file, why) not imported at start
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
+    sessions: Any = None  # lab.ui.session.SessionEngines in public mode: visitors' engines per session
 
     @property
     def replay_error_html(self) -> str:
@@ -106,6 +108,9 @@ class LabContext:
             self.set_replay(load_replay(source or self.settings.replay_path, settings=self.settings))
         except LabError as exc:
             self.replay, self.replay_error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the app starts and shows the problem instead of dying
+            self.replay = None
+            self.replay_error = f"replay source {source or self.settings.replay_path!r} could not be loaded: {type(exc).__name__}: {exc}"
 
     def download_replay(self) -> None:
         """Download the public replay file into the cache and load it (raises LabError on failure)."""
@@ -126,11 +131,12 @@ class LabContext:
         except LabError as exc:
             self.store, self.store_error = None, str(exc)
             return
+        self.broken_results = list(getattr(self.store, "import_problems", []))
         runs = Path(self.settings.runs_dir).resolve()
         results = Path(self.settings.results_dir).resolve()
         if runs.is_dir() and results not in (runs, *runs.parents):  # LAB_RUNS_DIR outside results/
             report = import_path(self.store, runs)
-            self.startup_warnings.extend(f"could not import {name}: {why}" for name, why in report.failed)
+            self.broken_results.extend(report.failed)
 
     def import_run(self, path: str | Path) -> str:
         """Import one new result file into the store; returns its run id (LabError naming the file)."""
@@ -138,7 +144,7 @@ class LabContext:
 
         if self.store is None:
             raise LabError(f"saved {path}, but the results database is not open: {self.store_error}")
-        with self._store_lock:
+        with self._store_lock, self.store.hold():
             report = import_file(self.store, path)
         if report.failed:
             name, why = report.failed[0]
@@ -178,16 +184,22 @@ class LabContext:
             if key not in self._run_ids:
                 self._run_ids[key] = run_id_of(Path(path).read_bytes())
             run_id = self._run_ids[key]
+            if ("known", run_id) in self._run_ids:  # a run once found stays in the store (ids are content hashes)
+                return run_id
             known = self.query("SELECT count(*) AS n FROM runs WHERE run_id = ?", [run_id])
         except (OSError, LabError):
             return None
-        return run_id if int(known.iloc[0]["n"]) else None
+        if int(known.iloc[0]["n"]):
+            self._run_ids[("known", run_id)] = True
+            return run_id
+        return None
 
     def add_stored_run(self, run_id: str) -> str:
         """Add a stored run as a `stored:PATH` engine column (once); returns the engine's name."""
         spec = f"stored:{self.run_path(run_id)}"
+        shown = self.shown_text(spec)
         for entry in self.engine_entries():
-            if entry.spec == spec:
+            if entry.spec in (spec, shown):
                 return entry.name
         return self.add_engine(spec, wait=True)
 
@@ -203,11 +215,40 @@ class LabContext:
             except LabError:  # removed meanwhile
                 continue
             entries.append(entry_from_status(row, engine))
-        return entries
+        if self.sessions is None:
+            return entries
+        from lab.ui.session import current_session
+
+        visible = set(self.sessions.visible([e.name for e in entries], current_session()))
+        return [self._shown_entry(e) for e in entries if e.name in visible]
+
+    def shown_text(self, text: str | None) -> str | None:
+        """`text` as visitors may see it: no absolute server paths in public mode."""
+        if not self.settings.public:
+            return text
+        from lab.security.paths import redact_paths
+
+        return redact_paths(text, self.settings)
+
+    def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
+        entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
+                                                self.shown_text(entry.notes))
+        return entry
 
     def add_engine(self, spec: str, wait: bool = False) -> str:
-        """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name."""
+        """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
+        In public mode the engine belongs to the visitor's session (capped; see lab.ui.session)."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session:
+            for entry in self.engine_entries():  # the owner's and this visitor's engines
+                if entry.spec in (spec, self.shown_text(spec)):
+                    return entry.name
+            self.sessions.check_room(session)
         name = self.pool.add(spec)
+        if session:
+            self.sessions.add(session, name)
         self.forget_engine(name)
         if wait:
             self.pool.wait([name])
@@ -226,8 +267,30 @@ class LabContext:
         self.forget_engine(name)
 
     def remove_engine(self, name: str) -> None:
+        """Unload an engine; in public mode a visitor may unload only the engines it added."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session:
+            if not self.sessions.owns(session, name):
+                if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
+                    raise LabError(f"'{name}' is one of the owner's engines; visitors cannot unload it")
+                raise LabError(f"no engine named '{name}' among your engines")
+            if not self.sessions.release(session, name):
+                return  # the same engine is still used by another visitor
         self.pool.remove(name)
         self.forget_engine(name)
+
+    def end_session(self, session: str | None) -> None:
+        """A visitor left: unload the engines only that session held."""
+        if self.sessions is None or not session:
+            return
+        for name in self.sessions.end(session):
+            try:
+                self.pool.remove(name)
+            except LabError:
+                pass
+            self.forget_engine(name)
 
     def forget_engine(self, name: str) -> None:
         """Drop the cached columns and prompt audits of an engine (after unloading or reloading it)."""

@@ -98,7 +98,7 @@ def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC") -> 
     try:
         names = ctx.add_engines(specs) if len(specs) > 1 else [ctx.add_engine(text)]
     except LabError as exc:
-        return EngineAction(False, f"Cannot add '{text}': {exc}")
+        return EngineAction(False, ctx.shown_text(f"Cannot add '{text}': {exc}"))
     if ctx.replay is not None:
         warm_instant_engines(ctx)
     listed = ", ".join(f"'{n}'" for n in names)
@@ -112,7 +112,7 @@ def unload_engine_action(ctx: LabContext, name: str | None) -> EngineAction:
     try:
         ctx.remove_engine(name)
     except LabError as exc:
-        return EngineAction(False, str(exc))
+        return EngineAction(False, ctx.shown_text(str(exc)))
     return EngineAction(True, f"Unloaded '{name}'.")
 
 

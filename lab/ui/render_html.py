@@ -17,6 +17,7 @@ from lab.ui.step_view import (
     AUDIT_ERROR,
     AUDIT_PENDING,
     AUDIT_VERBATIM,
+    ABSENT,
     CRASHED,
     ERROR,
     FAILED,
@@ -45,6 +46,7 @@ STATE_LABELS = {
     LOADING: "engine loading…",
     FAILED: "engine failed to load",
     ERROR: "generation failed",
+    ABSENT: "not in this run",
     CRASHED: "engine server crashed",
 }
 

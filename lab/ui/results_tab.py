@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import gradio as gr
@@ -9,6 +10,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.ui.context import LabContext
+from lab.ui.published_panel import build_published_panel
 from lab.ui.render_html import render_notice, esc
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
@@ -82,12 +84,27 @@ def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | Non
     return str(run_id)
 
 
+def broken_files_notice(ctx: LabContext) -> str:
+    """A notice listing the result files the store could not import, each with its reason
+    (paths relative to the results folder)."""
+    root = str(Path(ctx.settings.results_dir).resolve()) + "/"
+    items = "".join(
+        f"<li><code>{esc(name.replace(root, ''))}</code>: {esc(why.replace(root, '').removeprefix(name.replace(root, '') + ': '))}</li>"
+        for name, why in ctx.broken_results
+    )
+    n = len(ctx.broken_results)
+    return render_notice(f"{n} result file{'s' if n != 1 else ''} not imported (fix or remove, then restart)",
+                         f"<ul>{items}</ul>", "warn")
+
+
 def build_results_tab(ctx: LabContext, open_in_compare) -> None:
     """Lay out the Results tab and wire its events."""
     with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
             return
+        if ctx.broken_results:
+            gr.HTML(broken_files_notice(ctx), elem_id="lab-broken-results")
         with gr.Row(equal_height=True):
             scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2,
                              elem_id="lab-lb-scope")
@@ -98,6 +115,7 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
         count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
         table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
                              elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
+        build_published_panel(ctx)
         plots = plot_registry()
         which = plot = None
         if plots:

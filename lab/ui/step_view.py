@@ -14,6 +14,7 @@ from lab.scoring.action import ParsedAction
 
 # view states of an engine column
 READY, PENDING, RUNNING, LOADING, FAILED, ERROR = "ready", "pending", "running", "loading", "failed", "error"
+ABSENT = "absent"  # a stored run without this step ("not in this run")
 CRASHED = "crashed"  # a managed server that died after it was ready
 
 
@@ -141,6 +142,9 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         completion_tokens=completion.completion_tokens,
         stored=completion.stored is not None or completion.command_units is not None,
     )
+    if getattr(completion, "absent", False):
+        view.state, view.error = ABSENT, "this run has no answer for this step; its aggregate covers only the steps it answered"
+        return view
     if completion.error:
         view.state, view.error = ERROR, completion.error
         return view

@@ -1,7 +1,6 @@
 """The Triage tab: slice steps, compare a baseline with a candidate, flips, taxonomy, tags, exports."""
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
 from lab.ui.stability_triage import build_stability_panel
+from lab.ui.series_picker import build_series_picker, wire_series_picker
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -43,7 +43,8 @@ def load_choices(ctx: LabContext) -> Choices:
     store = ctx.store
     if store is None:
         return Choices([], [], [], [], [])
-    refresh_step_flags(store)
+    with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
+        refresh_step_flags(store)
     runs = query_df(store, "SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
     labels = [(f"{r.display_name} · {r.run_id}", r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
@@ -155,7 +156,9 @@ def page_url(request: gr.Request) -> str:
 
 
 def _export_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="triage-export-"))
+    from lab.ui.exports import EXPORTS  # short-lived, swept folders (no /tmp/triage-export-* left behind)
+
+    return EXPORTS.new_dir()
 
 
 def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
@@ -256,6 +259,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 pairs_file = gr.File(label="Preference pairs", interactive=False)
 
         with gr.Accordion("Checkpoint flip table", open=False):
+            series_pick, series_plot = build_series_picker(ctx)
             with gr.Row():
                 series = gr.Dropdown(choices.runs, multiselect=True, label="Runs of one model (ordered by checkpoint)",
                                      scale=3)
@@ -436,6 +440,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             return flip_summary(flips), flips.drop(columns=["pair"])
 
         flip_btn.click(on_flips, [series, threshold], [flip_counts, flip_rows], api_visibility="private")
+        wire_series_picker(ctx, series_pick, series, series_plot)
 
         def flip_select(df, evt: gr.SelectData):
             return open_row(lambda rec: [rec["from_run_id"], rec["to_run_id"]])(df, evt)

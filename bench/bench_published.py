@@ -1,0 +1,188 @@
+"""Published runs at scale: 100 result files of realistic size (≈1.5 MB, 303 steps) made from the two
+real published ones, served by a loopback HTTP server under catalogue paths, fetched and imported the
+way `python -m lab data published fetch` does; then the Compare step switch with 8 published columns
+and a Triage slice over all 100 runs.
+
+    python bench/bench_published.py            # writes only to a temporary folder
+    BENCH_PROFILE=1 python bench/bench_published.py --files 10   # plus a cProfile of 20 step switches
+
+The 303-step replay is the excerpt repeated under new task ids (bench/scale_replay.py's recipe), and
+each synthetic file answers exactly those steps, so Compare columns line up.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import http.server
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lab.data import load_replay  # noqa: E402
+from lab.data.conversations import step_record  # noqa: E402
+from lab.data.published_catalogue import load_catalogue, runs_of  # noqa: E402
+from lab.settings import Settings  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "tb2lite"
+SOURCES = [SHARED / "published" / "llada21_flash_transformers_sample10_suffix_len256.json",
+           SHARED / "published" / "llada21_flash_transformers_smoke.json"]
+TARGET_BYTES = 1_500_000
+
+
+def scaled_replay(out: Path, steps: int = 303) -> list:
+    """The excerpt's steps repeated under new task ids (as bench/scale_replay.py)."""
+    base = load_replay(str(SHARED / "replay_excerpt.jsonl")).steps
+    rows, n = [], 0
+    while len(rows) < steps:
+        src = base[0].task_id if n % 2 == 0 else base[-1].task_id
+        for step in (s for s in base if s.task_id == src):
+            rows.append(dataclasses.replace(step, task_id=f"task-{n:03d}", sample_idx=n))
+        n += 1
+    rows = rows[:steps]
+    out.write_text("".join(json.dumps(step_record(s), ensure_ascii=False) + "\n" for s in rows))
+    return rows
+
+
+def synthetic_result(template_rows: list[dict], top: dict, steps: list, seed: int) -> dict:
+    """A 303-step result file: the real rows (matched by source step) re-keyed to the scaled replay,
+    F1 varied per file, raw output padded to a realistic size."""
+    rng = random.Random(seed)
+    per_step = []
+    for i, step in enumerate(steps):
+        row = dict(template_rows[i % len(template_rows)])
+        row.update(task_id=step.task_id, step_idx=step.step_idx, sample_idx=step.sample_idx,
+                   bucket=step.bucket, source_group=step.source_group)
+        f1 = round(rng.random(), 4)
+        row.update(command_f1=f1, command_precision=f1, command_recall=f1, first_cmd_exact=float(f1 > 0.7))
+        per_step.append(row)
+    body = json.dumps(per_step)
+    pad = max(0, (TARGET_BYTES - len(body)) // len(per_step))
+    for row in per_step:
+        row["raw_output"] = (str(row.get("pred_preview") or "") + " " * pad)[: max(pad, 1)]
+    from lab.scoring.aggregate import aggregate_scores
+
+    return {**top, "model_short": f"bench-{seed}", "per_step": per_step, "aggregate": aggregate_scores(per_step)}
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve(root: Path):
+    handler = functools.partial(QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--columns", type=int, default=8)
+    args = parser.parse_args()
+    from lab.data.published import fetch_and_import
+    from lab.store.db import open_store
+    from lab.triage import SliceSpec, count_slice, refresh_step_flags, slice_steps
+
+    template = json.loads(SOURCES[0].read_text())
+    rows = template["per_step"] + json.loads(SOURCES[1].read_text())["per_step"]
+    top = {k: v for k, v in template.items() if k not in ("per_step", "aggregate")}
+    catalogue = load_catalogue()
+    runs = [r for r in runs_of(catalogue).values() if len(r.files) == 1 and not r.files[0].sha256]
+    runs = sorted(runs, key=lambda r: (r.series is None, r.series or "", r.x or 0, r.key))[: args.files]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        steps = scaled_replay(root / "replay.jsonl")
+        site = root / "site"
+        sizes = []
+        for i, run in enumerate(runs):
+            f = run.files[0]
+            path = site / f.commit / f.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(synthetic_result(rows, top, steps, i)))
+            sizes.append(path.stat().st_size)
+        server, base = serve(site)
+        results = root / "results"
+        results.mkdir()
+        for name in ("leaderboard_corrected.csv", "leaderboard_legacy_20260426.csv", "leaderboard_by_group.csv",
+                     "tblite_tmax.csv"):
+            (results / name).write_bytes((Path(__file__).resolve().parents[1] / "results" / name).read_bytes())
+        settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
+                            cache_dir=root / "cache", replay_path=str(root / "replay.jsonl"))
+        store = open_store(settings)
+        t0 = time.perf_counter()
+        report = fetch_and_import(store, runs, settings.cache_dir, settings.results_dir, base=base, progress=False)
+        total = time.perf_counter() - t0
+        assert report.ok, report.summary()
+        t0 = time.perf_counter()
+        again = fetch_and_import(store, runs, settings.cache_dir, settings.results_dir, base=base, progress=False)
+        second = time.perf_counter() - t0
+        assert not again.imported and not again.fetch.downloaded
+        server.shutdown()
+        print(f"{len(runs)} files, {statistics.mean(sizes) / 1e6:.2f} MB each on average, 303 steps each")
+        print(f"fetch (loopback) + check + import: {total:.1f} s in all, {1000 * total / len(runs):.0f} ms per file")
+        print(f"second run (nothing changes): {1000 * second:.0f} ms in all")
+        t0 = time.perf_counter()
+        refresh_step_flags(store)
+        print(f"triage step flags for {len(runs)} × 303 steps: {time.perf_counter() - t0:.2f} s (once)")
+        ids = [r[0] for r in store.rows("SELECT run_id FROM runs WHERE source = 'published' ORDER BY path")]
+        spec = SliceSpec.from_dict({"run_ids": ids, "f1_max": 0.2, "buckets": ["late"]})
+        times = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            n = count_slice(store, spec)
+            page = slice_steps(store, spec, limit=50)
+            times.append(time.perf_counter() - t0)
+        print(f"triage slice over {len(ids)} runs (F1 ≤ 0.2, late bucket: {n} steps; count + first page of "
+              f"{len(page)}): median {1000 * statistics.median(times):.1f} ms")
+        store.close()
+
+        from lab.ui.app import create_context
+        from lab.ui.compare_tab import step_outputs, warm_instant_engines
+
+        ctx = create_context(settings, [])
+        chosen = ids[: args.columns]
+        t0 = time.perf_counter()
+        for run_id in chosen:
+            ctx.add_stored_run(run_id)
+        print(f"adding {len(chosen)} published runs as Compare columns: {time.perf_counter() - t0:.2f} s")
+        keys = ctx.step_keys()
+        cold = []
+        for key in keys[:40]:
+            t0 = time.perf_counter()
+            step_outputs(ctx, key)
+            cold.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        warm_instant_engines(ctx).join()
+        print(f"background precompute of {len(chosen)} columns × {len(keys)} steps: {time.perf_counter() - t0:.1f} s")
+        if os.environ.get("BENCH_PROFILE"):
+            import cProfile
+            import pstats
+
+            cProfile.runctx("for k in keys[:20]: step_outputs(ctx, k)", globals(), locals(), str(root / "prof"))
+            pstats.Stats(str(root / "prof")).sort_stats("cumulative").print_stats(25)
+        warm = []
+        for key in keys:
+            t0 = time.perf_counter()
+            step_outputs(ctx, key)
+            warm.append(time.perf_counter() - t0)
+        print(f"Compare switch, {len(chosen)} published columns: before precompute median "
+              f"{1000 * statistics.median(cold):.0f} ms (max {1000 * max(cold):.0f}); after: median "
+              f"{1000 * statistics.median(warm):.1f} ms (max {1000 * max(warm):.1f}) over {len(keys)} steps")
+        ctx.pool.close_all()
+        ctx.store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""Checkpoint / epoch series of stored runs, and the score-against-checkpoint plot.
+
+A run's series comes from the published catalogue when it is a published run (ECHO RLVR raw,
+continue, parent run, KoHRM epochs …), else from its name: the name with `checkpoint-N` taken out
+(name_rules.yaml's checkpoint pattern), for runs that have a checkpoint step. Series need two runs.
+"""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from lab.store.db import Store
+from lab.store.names import load_rules
+
+TITLE = "Score against checkpoint, per series (published runs and lab runs)"
+
+
+def _published_table_exists(store: Store) -> bool:
+    return bool(store.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'published_runs'"))
+
+
+def series_frame(store: Store) -> pd.DataFrame:
+    """run_id, name, series, x_kind, x, score, steps of every run in a series of ≥ 2 runs, by series and x."""
+    published = _published_table_exists(store)
+    join = "LEFT JOIN published_runs p USING (run_id)" if published else ""
+    cols = "p.series AS pub_series, p.x_kind AS pub_x_kind, p.x AS pub_x" if published else \
+        "NULL AS pub_series, NULL AS pub_x_kind, NULL AS pub_x"
+    df = store.query(
+        f"SELECT r.run_id, r.display_name AS name, r.model_short, r.path, r.checkpoint_step, r.score, r.steps, "
+        f"r.scoring_version, {cols} FROM runs r {join}"
+    )
+    rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
+    rows = []
+    for r in df.itertuples(index=False):
+        if isinstance(r.pub_series, str) and r.pub_series:
+            rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version))
+        elif r.checkpoint_step is not None and not pd.isna(r.checkpoint_step):
+            stem = str(r.path).rsplit("/", 1)[-1].removesuffix(".json")
+            series = rx.sub("", stem).strip("-_ ") or stem
+            rows.append((r.run_id, r.name, series, "checkpoint step", int(r.checkpoint_step), r.score, r.steps,
+                         r.scoring_version))
+    out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version"])
+    if out.empty:
+        return out
+    sizes = out.groupby("series")["run_id"].transform("count")
+    return out[sizes >= 2].sort_values(["series", "x", "name"]).reset_index(drop=True)
+
+
+def series_runs(store: Store) -> dict[str, list[str]]:
+    """Series name -> its run ids in checkpoint order (for the flip table)."""
+    df = series_frame(store)
+    return {name: list(part["run_id"]) for name, part in df.groupby("series", sort=True)}
+
+
+def series_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
+    """One line per series: score (100 × F1) against checkpoint step (or epoch); hover names each run."""
+    fig = go.Figure()
+    if df.empty:
+        fig.add_annotation(text="no checkpoint series in the store yet: fetch a published series "
+                                "(python -m lab data published fetch --series RLVR)", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.update_layout(title=title)
+        return fig
+    for series, part in df.groupby("series", sort=True):
+        part = part.sort_values("x")
+        fig.add_trace(go.Scatter(
+            x=part["x"], y=part["score"], mode="lines+markers", name=f"{series} ({part['x_kind'].iloc[0]})",
+            text=part["name"], customdata=part["run_id"],
+            hovertemplate="<b>%{text}</b><br>%{x}: score %{y:.2f}<extra></extra>",
+        ))
+    fig.update_layout(title=dict(text=title, x=0.01), xaxis_title="checkpoint step (or epoch)", yaxis_title="score",
+                      height=480, template="plotly_white", legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def leaderboard_checkpoints(store: Store) -> pd.DataFrame:
+    """Leaderboard rows naming a checkpoint, shaped like series_frame (before any run is fetched)."""
+    df = store.query("SELECT model_label AS name, checkpoint_step AS x, score FROM leaderboard "
+                     "WHERE checkpoint_step IS NOT NULL AND score IS NOT NULL ORDER BY x")
+    df["series"] = "published leaderboard rows with a checkpoint (fetch a series for its curve)"
+    df["x_kind"], df["run_id"] = "checkpoint step", None
+    return df
+
+
+def series_plot(store: Store, first56_only: bool = False) -> go.Figure:
+    """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows);
+    until a series is in the store it shows the leaderboard's checkpoint rows as points."""
+    df = series_frame(store)
+    if df.empty:
+        points = leaderboard_checkpoints(store)
+        if not points.empty:
+            fig = series_figure(points)
+            fig.update_traces(mode="markers")
+            return fig
+    return series_figure(df)
