@@ -49,8 +49,8 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
-    """Run `transformers serve MODEL --host 127.0.0.1 --port N --device cpu`; yield its base URL.
+def transformers_serve_process(model_dir: Path, log_path: Path, timeout: float = 120.0):
+    """Run `transformers serve MODEL --host 127.0.0.1 --port N --device cpu`; yield (base URL, process).
 
     The model is pinned (FORCE_MODEL), so requests for another model get a 400."""
     exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
@@ -62,9 +62,16 @@ def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{base}/health", timeout, proc)
-        yield base
+        yield base, proc
     finally:
         stop_process(proc)
+
+
+@contextmanager
+def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
+    """Run `transformers serve` on the model (see transformers_serve_process); yield its base URL."""
+    with transformers_serve_process(model_dir, log_path, timeout) as (base, _proc):
+        yield base
 
 
 @contextmanager

@@ -149,6 +149,8 @@ def test_vllm_without_its_executable_gives_clear_load_error(monkeypatch, tmp_pat
 def test_openai_url_and_body():
     assert api_root("http://h:8000") == api_root("http://h:8000/v1/") == "http://h:8000/v1"
     body = completion_body("m", "PROMPT", Sampling(max_tokens=8))
-    assert body == {"model": "m", "prompt": "PROMPT", "max_tokens": 8, "temperature": 0.0, "top_p": 1.0}
-    body = completion_body("m", "P", Sampling(repetition_penalty=1.1, stop=["\n\n"]))
-    assert body["repetition_penalty"] == 1.1 and body["stop"] == ["\n\n"]
+    assert body == {"model": "m", "prompt": "PROMPT", "stream": True, "max_tokens": 8, "temperature": 0.0, "top_p": 1.0,
+                    "repetition_penalty": 1.0, "top_k": -1, "min_p": 0.0,
+                    "stream_options": {"include_usage": True}, "return_token_ids": True}
+    body = completion_body("m", "P", Sampling(repetition_penalty=1.1, stop=["\n\n"]), refused={"top_k": "422"})
+    assert body["repetition_penalty"] == 1.1 and body["stop"] == ["\n\n"] and "top_k" not in body

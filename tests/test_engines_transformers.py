@@ -1,11 +1,15 @@
 """The transformers engine on a tiny random-weight model (and a LoRA adapter for it), on CPU."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from lab.data.step import Step
 from lab.engines import Request, Sampling, create_engine
-from lab.engines.transformers_engine import cut_at_stop, trim_generated
+from lab.engines.transformers_engine import cut_at_stop, step_timings, trim_generated
 from lab.errors import EngineLoadError
 
 STEP = Step("task-000", 0, 0, 2, False, "src/code", "code", (), "USER:\nlist files", '{"commands": []}')
@@ -101,3 +105,54 @@ def test_trim_and_stop_helpers():
     assert trim_generated([5, 6, 3, 3], {2}, 3) == ([5, 6], False)
     assert cut_at_stop("ls -la\n```\nmore", ["```", "\n"]) == ("ls -la", "\n")
     assert cut_at_stop("abc", None) == ("abc", None)
+
+
+def test_timings_are_per_sequence_in_a_batch(engine):
+    # stop strings end some sequences early while the batch goes on: each keeps its own latency
+    prompts = chat_prompts(engine.tokenizer, 2)
+    sampling = Sampling(max_tokens=24, stop=["a", "e", "s"])
+    out = engine.generate([Request(STEP, p) for p in prompts], sampling)
+    for completion in out:
+        assert completion.error is None and 0 < completion.ttft_s <= completion.latency_s
+    # the first decoding step is shared, so the batch's sequences share their TTFT
+    assert out[0].ttft_s == out[1].ttft_s
+    by_tokens = sorted(out, key=lambda c: c.completion_tokens)
+    assert by_tokens[0].latency_s <= by_tokens[1].latency_s
+    if by_tokens[0].completion_tokens < by_tokens[1].completion_tokens:
+        assert by_tokens[0].latency_s < by_tokens[1].latency_s
+
+
+def test_step_timings_pick_the_sequence_s_own_last_step():
+    ends = [10.5, 10.7, 10.9, 11.4]
+    assert step_timings(ends, 2, 10.0, 12.0) == (0.5, pytest.approx(0.7))
+    assert step_timings(ends, 4, 10.0, 12.0) == (0.5, pytest.approx(1.4))
+    assert step_timings(ends, 0, 10.0, 12.0) == (0.5, 2.0)  # nothing kept: the batch's end
+    assert step_timings([], 3, 10.0, 12.0) == (None, 2.0)
+
+
+PARALLEL_LOADS = """
+import sys, threading
+from lab.engines import create_engine
+engines = [create_engine(f"transformers:{sys.argv[1]}?device=cpu&name=e{i}") for i in range(2)]
+errors = []
+def load(engine):
+    try:
+        engine.load()
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=load, args=(e,)) for e in engines]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("ERRORS", errors, "LOADED", [e.loaded for e in engines])
+"""
+
+
+def test_two_engines_loading_at_the_same_moment_both_load(tiny_model_dir):
+    # a fresh process each time: the race was in transformers' first (lazy) import and in
+    # from_pretrained's process-wide meta-device state; it failed 3 of 3 times before the lock
+    root = Path(__file__).resolve().parents[1]
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", PARALLEL_LOADS, str(tiny_model_dir)], cwd=root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "ERRORS [] LOADED [True, True]" in done.stdout, done.stdout + done.stderr[-2000:]

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from lab.engines import create_engine
 from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
 from lab.ui.compare_tab import (
@@ -111,6 +112,28 @@ def test_audit_shows_where_truncation_cuts_with_escaped_preview(ctx):
     lost = text[starts[budget]:].splitlines()
     assert html.escape("\n".join(lost[:5])) in body  # the first lines a cut would lose
     assert html.escape(marker) in body and marker not in body  # model/prompt text is escaped
+
+
+def test_a_server_engine_rejects_an_over_long_prompt_instead_of_cutting_it(ctx, tiny_model_dir):
+    from lab.ui.compare_tab import compute_audit
+    from lab.ui.render_html import audit_summary, render_audit_body
+    from tests.helpers_servers import free_port
+
+    # an openai engine whose server reports max_model_len 20 (given here: no server is needed to audit)
+    engine = create_engine(f"openai:http://127.0.0.1:{free_port()}#{tiny_model_dir}"
+                           "?check=false&max_tokens=8&max_model_len=20")
+    engine.load()
+    try:
+        messages = ({"role": "user", "content": "list the files\n" + "\n".join(["lost and found"] * 8)},)
+        step = dataclasses.replace(ctx.replay.steps[2], messages=messages)
+        audit = compute_audit(engine, step)
+    finally:
+        engine.close()
+    summary, body = audit_summary(audit), render_audit_body(audit)
+    assert audit.fits is False and audit.rejects and audit.cut_side is None
+    assert "rejected: too long" in summary and "cut " not in summary
+    assert "the server <b>rejects</b> this prompt (it never truncates)" in body
+    assert "truncation would cut" not in body
 
 
 def test_contract_prompt_sent_verbatim_is_audited_without_template(ctx, tiny_model_dir):

@@ -9,12 +9,16 @@ from lab.data.step import Step
 
 @dataclass
 class Sampling:
-    """Generation parameters sent to an engine (SPEC §8 `sampling`)."""
+    """Generation parameters sent to an engine (SPEC §8 `sampling`).
+
+    The defaults are the harness's: it builds vLLM `SamplingParams` from temperature, top_p,
+    max_tokens, repetition_penalty (and min_p only when > 0), so top_k and min_p stay neutral."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 1024
     repetition_penalty: float = 1.0
+    top_k: int = -1  # all tokens (vLLM's "disabled"; its SamplingParams reads 0 and -1 alike)
     min_p: float = 0.0
     stop: list[str] | None = None
     seed: int | None = None

@@ -23,6 +23,9 @@ COMMON_OPTIONS = {
     "top_p": "default sampling top_p",
     "max_tokens": "default max new tokens",
     "repetition_penalty": "default repetition penalty",
+    "top_k": "default top_k (-1: all tokens)",
+    "min_p": "default min_p",
+    "seed": "default sampling seed",
 }
 
 OnDone = Callable[[int, Completion], None]
@@ -58,7 +61,8 @@ def model_lora_name(config: EngineConfig, example: str) -> tuple[str, str | None
 def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
     """Apply sampling options (`temperature=0.7&max_tokens=64`) over a preset's sampling."""
     changes = {}
-    for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("repetition_penalty", float)):
+    for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("repetition_penalty", float),
+                      ("top_k", int), ("min_p", float), ("seed", int)):
         if key in options:
             changes[key] = as_number(options.pop(key), key, kind)
     return replace(sampling, **changes)

@@ -1,9 +1,26 @@
 """Helpers for engines that load Hugging Face models: where a model lives, clear load errors."""
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 
 from lab.errors import EngineLoadError
+
+# `transformers` resolves its top-level names lazily on first access; two threads doing that at
+# once can see a half-initialised module ("cannot import name 'AutoModelForCausalLM' from
+# 'transformers'"). Building a model is not thread-safe either: `from_pretrained` switches
+# process-wide state (weights first made on the "meta" device), so a second model built at the
+# same moment ends up with meta tensors ("Cannot copy out of meta tensor"). Engines that load in
+# parallel therefore import and build through this one re-entrant lock.
+MODEL_BUILD_LOCK = threading.RLock()
+
+
+def import_transformers(*names: str) -> tuple:
+    """`transformers.<name>` for each name, resolved under the process-wide lock."""
+    with MODEL_BUILD_LOCK:
+        module = importlib.import_module("transformers")
+        return tuple(getattr(module, name) for name in names)
 
 
 def looks_like_path(model: str) -> bool:

@@ -1,226 +1,292 @@
-"""`openai:BASE_URL#MODEL`: an OpenAI-compatible server (`vllm serve`, `transformers serve`, …).
+"""`openai:BASE_URL[,BASE_URL…]#MODEL`: OpenAI-compatible servers (`vllm serve`, `transformers serve`,
+llama.cpp's `llama-server`, …), through the `openai` SDK (lab/engines/client/).
 
 The lab's own rendered prompt goes to `{BASE_URL}/v1/completions` (BASE_URL may end in `/v1`
-or not), so the prompt shown is the prompt used. Options: `tokenizer=PATH_OR_ID` (for rendering;
-default: MODEL, from a folder or the local HF cache only, never downloaded; without one the
-renderer uses its identity-based formats),
-`api_key=KEY` (default: $OPENAI_API_KEY), `timeout=SECONDS` (600), `retries=N` (3; connection
-errors, 429 and 5xx are retried with exponential backoff), `concurrency=N` (4 parallel requests),
-`check=false` (skip the reachability probe of `load()`).
+or not), so the prompt shown is the prompt used. Every request is streamed (TTFT, latency and
+token counts per request), sends the full sampling (lab/engines/client/fields.py) and asks for
+the generated token ids (vLLM's `return_token_ids`). Several comma-separated base URLs are
+replicas of one model: requests go to the least busy one, and a request that fails on one
+(connection error, 5xx, 429) is tried again on another.
 
-vLLM-only sampling fields (`repetition_penalty`, `min_p`) are sent only when they differ from
-their neutral values, because some servers (`transformers serve`) reject unknown fields (422).
+Options: `tokenizer=PATH_OR_ID` (for rendering; default: MODEL, from a folder or the local HF
+cache only, never downloaded; without one the renderer uses its identity-based formats),
+`api_key=KEY` (default: $OPENAI_API_KEY), `timeout=SECONDS` (600 per read), `retries=N` (3),
+`concurrency=N` (requests in flight for the whole engine; default 64 per vLLM replica, 4 per
+other replica), `max_model_len=N` (when the server does not say it), `check=false` (skip the
+probe of `load()`).
+
+Why the SDK's own retries are off (`max_retries=0`) and the lab retries itself: a retry must
+be able to move to another replica, and a stream that breaks half-way (a server killed while
+answering) is not retried by the SDK at all. Timeouts, streaming, SSE parsing and the error
+types are the SDK's.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.client.endpoints import Replica, ReplicaSet, api_root, split_target
+from lab.engines.client.failures import Failure, classify
+from lab.engines.client.fields import is_neutral, refused_fields, request_fields, sdk_arguments, sent_sampling
+from lab.engines.client.probe import read_models
+from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
-from lab.engines.loading import looks_like_path
+from lab.engines.loading import import_transformers, looks_like_path
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
 
-RETRY_STATUS = {429, 500, 502, 503, 504}
+__all__ = ["OpenAIEngine", "api_root", "completion_body"]
+
+DEFAULT_CONCURRENCY = 4  # per replica of a CPU server
+SERVER_CONCURRENCY = {"vllm": 64}  # per replica, by the `owned_by` of /v1/models
+PROBE_PROMPT = "Hello"
 
 
-def api_root(base_url: str) -> str:
-    """`http://h:8000`, `http://h:8000/`, `http://h:8000/v1/` -> `http://h:8000/v1`."""
-    root = base_url.strip().rstrip("/")
-    if not root.startswith(("http://", "https://")):
-        raise EngineSpecError(f"openai engine: base URL must start with http:// or https://, got '{base_url}'")
-    return root if root.endswith("/v1") else root + "/v1"
-
-
-def completion_body(model: str, prompt: str, sampling: Sampling) -> dict:
-    """The /v1/completions request body for one prompt."""
-    body: dict = {
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": int(sampling.max_tokens),
-        "temperature": float(sampling.temperature),
-        "top_p": float(sampling.top_p),
-    }
-    if sampling.stop:
-        body["stop"] = list(sampling.stop)
-    if sampling.seed is not None:
-        body["seed"] = int(sampling.seed)
-    if float(sampling.repetition_penalty) != 1.0:
-        body["repetition_penalty"] = float(sampling.repetition_penalty)  # vLLM extension
-    if sampling.min_p and sampling.min_p > 0:
-        body["min_p"] = float(sampling.min_p)  # vLLM extension
-    return body
-
-
-def error_detail(response) -> str:
-    """The server's error message from a JSON body (`detail`, `error.message`, `message`) or text."""
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text.strip()[:300]
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-        for key in ("detail", "message", "error"):
-            if data.get(key):
-                return str(data[key])[:300]
-    return str(data)[:300]
+def completion_body(model: str, prompt: str, sampling: Sampling, refused: dict[str, str] | None = None) -> dict:
+    """The JSON body of one streamed /v1/completions request (what the SDK sends)."""
+    fields, _ = request_fields(sampling, refused or {})
+    return {"model": model, "prompt": prompt, "stream": True, **fields}
 
 
 class OpenAIEngine(EngineBase):
-    """Sends rendered prompts to `/v1/completions` with httpx, a few at a time."""
+    """Streams rendered prompts to `/v1/completions` of one or more replicas, a few at a time."""
 
     kind = "openai"
+    overlong_prompt = "reject"  # vLLM answers 400 for a prompt over max_model_len; it never cuts
     OPTIONS = {
         "tokenizer": "tokenizer folder or Hub id used to render prompts (default: MODEL)",
         "api_key": "bearer token (default: $OPENAI_API_KEY)",
-        "timeout": "seconds per request (default 600)",
-        "retries": "retries on connection errors, 429 and 5xx (default 3)",
-        "concurrency": "parallel requests (default 4)",
-        "check": "probe the server in load() (default true)",
+        "timeout": "seconds to wait for each read (default 600)",
+        "retries": "further tries after a connection error, 429 or 5xx, on another replica when there is one (default 3)",
+        "concurrency": "requests in flight (default: 64 per vLLM replica, 4 per other replica)",
+        "max_model_len": "context length when the server does not report one in /v1/models",
+        "check": "probe each server in load() (default true)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
-        base, sep, model = config.target.partition("#")
-        if not sep or not base.strip() or not model.strip():
-            raise EngineSpecError(
-                f"engine spec '{config.spec}': write openai:BASE_URL#MODEL, e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen3.5-2B"
-            )
-        self.base_url = api_root(base)
-        super().__init__(config, model_id=model.strip(), name=short_name(model.strip()))
-        self.api_key = self.option("api_key") or os.environ.get("OPENAI_API_KEY") or None
+        urls, model = split_target(config.spec, config.target)
+        super().__init__(config, model_id=model, name=short_name(model))
+        self.urls = urls
+        self.base_url = urls[0]
+        self.api_key = self.option("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.timeout = float(as_number(self.option("timeout", 600), "timeout"))
         self.retries = int(as_number(self.option("retries", 3), "retries", int))
-        self.concurrency = max(1, int(as_number(self.option("concurrency", 4), "concurrency", int)))
         self.check = as_bool(self.option("check", True), "check")
+        asked = self.option("concurrency")
+        self.asked_concurrency = int(as_number(asked, "concurrency", int)) if asked is not None else None
+        if self.asked_concurrency is not None and self.asked_concurrency < 1:
+            raise EngineSpecError(f"engine spec '{config.spec}': concurrency must be at least 1")
+        self.concurrency = self.asked_concurrency or DEFAULT_CONCURRENCY * len(urls)
+        asked_len = self.option("max_model_len")
+        self.asked_max_model_len = int(as_number(asked_len, "max_model_len", int)) if asked_len is not None else None
+        self.max_model_len: int | None = self.asked_max_model_len
         self.backoff_s = 0.5
-        self.client = None
+        self.replicas = ReplicaSet([Replica(url) for url in urls])
         self.server_models: list[str] = []
+        self.last_sent: dict = {}
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._clients_open = False
 
     # --- loading ---------------------------------------------------------------------
     def _load_tokenizer(self):
         """Try the tokenizer from a folder or the local HF cache (never downloads, so an offline
         lab does not hang); None means the renderer uses its identity-based formats."""
-        from transformers import AutoTokenizer
-
+        (auto_tokenizer,) = import_transformers("AutoTokenizer")
         source = self.option("tokenizer") or self.model_id
         try:
-            return AutoTokenizer.from_pretrained(source, local_files_only=not looks_like_path(source))
+            return auto_tokenizer.from_pretrained(source, local_files_only=not looks_like_path(source))
         except Exception:  # noqa: BLE001 - no tokenizer: the renderer uses identity-based formats
             return None
 
-    def load(self) -> None:
+    def _open_clients(self) -> None:
         import httpx
+        import openai
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
-            headers=headers,
-            limits=httpx.Limits(max_connections=self.concurrency * 2),
-        )
+        timeout = httpx.Timeout(self.timeout, connect=min(10.0, self.timeout))
+        for replica in self.replicas.replicas:
+            replica.client = openai.OpenAI(base_url=replica.url, api_key=self.api_key, timeout=timeout, max_retries=0)
+        self._clients_open = True
+
+    def _probe(self, replica: Replica) -> str | None:
+        """Ask one replica what it serves and send it one short request with every field (what it
+        refuses is learnt here, once). Returns why it cannot be used, or None."""
+        import openai
+
+        try:
+            listed = read_models(replica.client, self.model_id)
+        except openai.APIConnectionError as exc:
+            return classify(exc, replica.url, self.model_id, self.timeout).message
+        replica.models, replica.owner, replica.max_model_len = listed.ids, listed.owner, listed.max_model_len
+        probe = replace(self.default_sampling, max_tokens=1, stop=None)
+        result = self._attempt(replica, PROBE_PROMPT, probe)
+        if isinstance(result, Failure):
+            return result.message
+        replica.token_ids = bool(result.token_ids)
+        if not replica.token_ids:
+            replica.refused.setdefault("return_token_ids", "no token ids in its answer")
+        return None
+
+    def load(self) -> None:
+        start = time.perf_counter()
+        self._open_clients()
+        problems: dict[str, str] = {}
         if self.check:
-            try:
-                response = self.client.get(f"{self.base_url}/models", timeout=10.0)
-            except httpx.HTTPError as exc:
-                self.client.close()
-                self.client = None
-                raise EngineLoadError(
-                    f"OpenAI-compatible endpoint {self.base_url} is unreachable ({type(exc).__name__}: {exc}); "
-                    "start the server (vllm serve / transformers serve) or fix the URL"
-                ) from None
-            if response.status_code == 200:
-                data = response.json().get("data") or []
-                self.server_models = [str(m.get("id")) for m in data if isinstance(m, dict)]
+            with ThreadPoolExecutor(max_workers=len(self.replicas)) as pool:
+                found = dict(zip(self.urls, pool.map(self._probe, self.replicas.replicas)))
+            problems = {url: why for url, why in found.items() if why}
+            if len(problems) == len(self.urls):
+                self.close()
+                first = next(iter(problems.values()))
+                hint = ("start the server (vllm serve / transformers serve) or fix the URL" if "unreachable" in first
+                        else "check the model name and the server's log")
+                raise EngineLoadError(f"OpenAI-compatible {'endpoint' if len(self.urls) == 1 else 'endpoints'} "
+                                      f"failed: {'; '.join(problems.values())}; {hint}")
+            for replica in self.replicas.replicas:  # usable later if it comes back
+                if replica.url in problems:
+                    replica.last_error = problems[replica.url]
+        live = [r for r in self.replicas.replicas if r.url not in problems]
+        self.server_models = sorted({m for r in live for m in r.models})
+        lengths = [r.max_model_len for r in live if r.max_model_len]
+        self.max_model_len = self.asked_max_model_len or (min(lengths) if lengths else None)
+        if self.asked_concurrency is None:
+            self.concurrency = sum(SERVER_CONCURRENCY.get(r.owner or "", DEFAULT_CONCURRENCY)
+                                   for r in self.replicas.replicas)
+            self._slots = threading.BoundedSemaphore(self.concurrency)
         self.tokenizer = self._load_tokenizer()
+        self.load_time_sec = time.perf_counter() - start
         self.loaded = True
 
-    # --- generation ------------------------------------------------------------------
-    def _post(self, body: dict) -> Completion:
-        """One request with retries; every failure becomes Completion.error."""
-        import httpx
+    # --- one request -----------------------------------------------------------------
+    def _attempt(self, replica: Replica, prompt: str, sampling: Sampling) -> Completion | Failure:
+        """Send one streamed request to `replica`; a refused field is dropped and the request
+        sent again at once (this is how a server's unknown fields are learnt)."""
+        import openai
 
-        url = f"{self.base_url}/completions"
-        start = time.perf_counter()
-        last_error = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        resent = False
+        while True:
+            fields, left_out = request_fields(sampling, replica.refused)
+            blocked = {k: v for k, v in left_out.items() if not is_neutral(k, v)}
+            if blocked:
+                name, value = next(iter(blocked.items()))
+                return Failure(f"server {replica.url} does not accept {name} ({replica.refused[name]}), so it "
+                               f"cannot apply {name}={value}; use a server that does (vLLM) or leave {name} neutral", False)
+            kwargs, extra = sdk_arguments(fields)
+            start = time.perf_counter()
             try:
+                stream = replica.client.completions.create(
+                    model=self.model_id, prompt=prompt, stream=True, extra_body=extra or None, **kwargs)
+                completion = read_stream(stream, start, self.tokenizer)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a message
+                failure = classify(exc, replica.url, self.model_id, self.timeout)
+                if failure.unreachable and not resent and not isinstance(exc, openai.APITimeoutError):
+                    # a pooled keep-alive connection the server had just closed: once more, at once
+                    resent = True
+                    continue
+                newly = refused_fields(failure.server_message, set(fields) - set(replica.refused)) \
+                    if failure.status in (400, 422) else set()
+                if not newly:
+                    return failure
+                for name in newly:
+                    replica.refused[name] = f"{failure.status}: {failure.server_message}"
+                continue
+            self.last_sent = sent_sampling(fields)
+            return completion
+
+    def _request(self, prompt: str, sampling: Sampling) -> Completion:
+        """One request with retries, moving to another replica after a failure where there is one."""
+        tried: set[str] = set()
+        last: Failure | None = None
+        cycles = 0
+        with self._slots:
+            for attempt in range(self.retries + 1):
+                if attempt and len(tried) >= len(self.replicas):
+                    time.sleep(self.backoff_s * 2 ** cycles)  # every replica failed once: wait, then go round again
+                    cycles += 1
+                    tried.clear()
+                replica = self.replicas.acquire(avoid=tried)
+                result: Completion | Failure | None = None
                 try:
-                    response = self.client.post(url, json=body)
-                except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
-                    # A pooled keep-alive connection the server already closed: retry once at
-                    # once on a fresh connection, outside the retry budget (a completion is idempotent).
-                    response = self.client.post(url, json=body)
-            except httpx.TimeoutException:
-                last_error = f"request to {url} timed out after {self.timeout:g} s"
-                continue
-            except httpx.TransportError as exc:
-                last_error = f"endpoint {self.base_url} unreachable ({type(exc).__name__}: {exc})"
-                continue
-            if response.status_code in RETRY_STATUS:
-                last_error = f"server error {response.status_code} from {url}: {error_detail(response)}"
-                continue
-            if response.status_code == 404:
-                return Completion(text="", error=f"404 from {url}: model '{self.model_id}' unknown or no /v1/completions route: {error_detail(response)}")
-            if response.status_code >= 400:
-                return Completion(text="", error=f"server rejected the request ({response.status_code}): {error_detail(response)}")
-            return self._parse(response, time.perf_counter() - start)
-        return Completion(text="", error=f"{last_error} (after {self.retries + 1} attempts)")
+                    result = self._attempt(replica, prompt, sampling)
+                finally:
+                    failed = result if isinstance(result, Failure) else None
+                    self.replicas.release(replica, failed.message if failed else None,
+                                          unreachable=bool(failed and failed.unreachable))
+                if isinstance(result, Completion):
+                    return result
+                last = result
+                if not result.retryable:
+                    return Completion(text="", error=result.message)
+                tried.add(replica.url)
+        assert last is not None
+        return Completion(text="", error=f"{last.message} (after {self.retries + 1} attempts)")
 
-    @staticmethod
-    def _parse(response, latency: float) -> Completion:
-        try:
-            data = response.json()
-            choice = data["choices"][0]
-        except (ValueError, KeyError, IndexError, TypeError):
-            return Completion(text="", error=f"unexpected response (not a completions answer): {response.text[:200]}")
-        usage = data.get("usage") or {}
-        token_ids = choice.get("token_ids") if isinstance(choice.get("token_ids"), list) else []
-        return Completion(
-            text=str(choice.get("text") or ""),
-            finish_reason=choice.get("finish_reason"),
-            stop_reason=choice.get("stop_reason"),
-            token_ids=token_ids,
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            latency_s=latency,
-        )
-
+    # --- protocol ---------------------------------------------------------------------
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:
-        if self.client is None:
+        if not self._clients_open:
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"openai-{self.name}") as pool:
-            futures = {
-                pool.submit(self._post, completion_body(self.model_id, r.prompt, sampling)): i
-                for i, r in enumerate(requests)
-            }
+        if not requests:
+            return results
+        workers = min(self.concurrency, len(requests))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"openai-{self.name}") as pool:
+            futures = {pool.submit(self._request, r.prompt, sampling): i for i, r in enumerate(requests)}
             for future in as_completed(futures):
                 index = futures[future]
                 try:
                     completion = future.result()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - a bug in one request must not lose the others
                     completion = Completion(text="", error=f"{type(exc).__name__}: {exc}")
                 self.finish(index, completion, results, on_done)
         return results
 
     def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        self.client = None
+        for replica in self.replicas.replicas:
+            if replica.client is not None:
+                replica.client.close()
+                replica.client = None
+        self._clients_open = False
         self.loaded = False
 
+    def refused(self) -> list[str]:
+        """Request fields some replica refuses (the lab leaves them out there), sorted."""
+        return sorted({k for r in self.replicas.replicas for k in list(r.refused)})
+
     def engine_settings(self) -> dict:
-        """SPEC §8 `sampling` keys describing the engine (the HTTP evaluator's gpu field)."""
-        return {"base_url": self.base_url, "concurrency": self.concurrency}
+        """SPEC §8 `sampling` keys: the endpoints, concurrency, the server's max_model_len and
+        what was actually sent (a field a server refused is recorded as null)."""
+        settings: dict = {"base_url": self.base_url, "concurrency": self.concurrency}
+        if len(self.urls) > 1:
+            settings["endpoints"] = list(self.urls)
+        if self.max_model_len:
+            settings["max_model_len"] = self.max_model_len
+        not_sent = [k for k in self.refused() if k in ("repetition_penalty", "top_k", "min_p", "seed", "stop")]
+        if not_sent:
+            settings["sampling_not_sent"] = not_sent
+            settings.update({k: None for k in not_sent})
+        if self.last_sent:
+            settings["sampling_sent"] = dict(self.last_sent)
+        settings["token_ids"] = any(r.token_ids for r in self.replicas.replicas)
+        return settings
 
     def describe(self) -> EngineInfo:
-        listed = "listed" if self.model_id in self.server_models else "not listed"
-        notes = f"{self.base_url}; model {listed} by /v1/models" if self.server_models else self.base_url
+        extra = f" (+{len(self.urls) - 1} replica{'s' if len(self.urls) > 2 else ''})" if len(self.urls) > 1 else ""
+        parts = [", ".join(self.urls)]
+        if self.server_models:
+            listed = "listed" if self.model_id in self.server_models else "not listed"
+            parts.append(f"model {listed} by /v1/models")
+        if self.max_model_len:
+            parts.append(f"max_model_len {self.max_model_len}")
+        parts.append(f"concurrency {self.concurrency}")
+        if self.refused():
+            parts.append(f"server refuses {', '.join(self.refused())} (not sent)")
+        down = [r.url for r in self.replicas.replicas if r.last_error]
+        if down:
+            parts.append(f"failing: {', '.join(down)}")
         if self.loaded and self.tokenizer is None:
-            notes += "; no local tokenizer (identity-based prompt formats)"
-        return EngineInfo(kind=self.kind, model=self.model_id, device=f"remote {self.base_url}", notes=notes)
+            parts.append("no local tokenizer (identity-based prompt formats)")
+        return EngineInfo(kind=self.kind, model=self.model_id, device=f"remote {self.base_url}{extra}",
+                          notes="; ".join(parts))

@@ -4,6 +4,10 @@ Options: `device=auto|cpu|cuda|cuda:N`, `dtype=auto|bfloat16|float16|float32` (a
 preset's dtype on GPU, float32 on CPU), `lora=PATH_OR_ID`, `tokenizer=PATH_OR_ID`,
 `batch_size=N` (default 4), `add_special_tokens=true|false` (default true, as vLLM does for text
 prompts). Prompts are batched with left padding; greedy when temperature == 0.
+
+Timings are per request even in a batch: a stopping criterion notes when each decoding step
+ends, so a sequence's TTFT is the end of the first step (the shared prefill) and its latency
+the end of the step that produced its last kept token; tok/s follows from its own token count.
 """
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import time
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
-from lab.engines.loading import check_model_source, load_failure
+from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
 from lab.errors import EngineLoadError, EngineSpecError
 
@@ -66,6 +70,15 @@ def cut_at_stop(text: str, stops: list[str] | None) -> tuple[str, str | None]:
     return text[: best[0]], best[1]
 
 
+def step_timings(step_ends: list[float], n_tokens: int, start: float, end: float) -> tuple[float | None, float]:
+    """(TTFT, latency) of one sequence of a batch: the end of the first decoding step, and the end
+    of the step that produced its last kept token (`n_tokens`); the batch's end when unknown."""
+    ttft = step_ends[0] - start if step_ends else None
+    if n_tokens <= 0 or n_tokens > len(step_ends):
+        return ttft, end - start
+    return ttft, step_ends[n_tokens - 1] - start
+
+
 class TransformersEngine(EngineBase):
     """Generates with `AutoModelForCausalLM` (+ `peft.PeftModel` for a LoRA adapter)."""
 
@@ -97,35 +110,37 @@ class TransformersEngine(EngineBase):
 
     def load(self) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        AutoModelForCausalLM, AutoTokenizer = import_transformers("AutoModelForCausalLM", "AutoTokenizer")
 
         model_src = check_model_source(self.model_id)
         lora_src = check_model_source(self.lora, "LoRA adapter") if self.lora else None
         device = pick_device(self.device)
         dtype = pick_dtype(self.dtype, device, self.preset_dtype)
         tok_src = check_model_source(self.option("tokenizer"), "tokenizer") if self.option("tokenizer") else model_src
-        start = time.perf_counter()
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=self.trust_remote_code)
-        except Exception as exc:  # noqa: BLE001 - any loader failure becomes a clear message
-            raise load_failure(tok_src, exc, "tokenizer") from None
-        try:
-            model = AutoModelForCausalLM.from_pretrained(
-                model_src, dtype=getattr(torch, dtype), trust_remote_code=self.trust_remote_code
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise load_failure(model_src, exc) from None
-        if lora_src:
+        with MODEL_BUILD_LOCK:  # see lab.engines.loading: from_pretrained is not thread-safe
+            start = time.perf_counter()  # load time excludes waiting for another engine's load
             try:
-                from peft import PeftModel
-
-                model = PeftModel.from_pretrained(model, lora_src)
+                tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=self.trust_remote_code)
+            except Exception as exc:  # noqa: BLE001 - any loader failure becomes a clear message
+                raise load_failure(tok_src, exc, "tokenizer") from None
+            try:
+                model = AutoModelForCausalLM.from_pretrained(
+                    model_src, dtype=getattr(torch, dtype), trust_remote_code=self.trust_remote_code
+                )
             except Exception as exc:  # noqa: BLE001
-                raise load_failure(lora_src, exc, "LoRA adapter") from None
-        try:
-            model.to(device)
-        except Exception as exc:  # noqa: BLE001 - e.g. CUDA out of memory
-            raise EngineLoadError(f"cannot move '{self.model_id}' to {device}: {exc}") from None
+                raise load_failure(model_src, exc) from None
+            if lora_src:
+                try:
+                    from peft import PeftModel
+
+                    model = PeftModel.from_pretrained(model, lora_src)
+                except Exception as exc:  # noqa: BLE001
+                    raise load_failure(lora_src, exc, "LoRA adapter") from None
+            try:
+                model.to(device)
+            except Exception as exc:  # noqa: BLE001 - e.g. CUDA out of memory
+                raise EngineLoadError(f"cannot move '{self.model_id}' to {device}: {exc}") from None
         model.eval()
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
@@ -158,8 +173,8 @@ class TransformersEngine(EngineBase):
         if config.do_sample:
             config.temperature = float(sampling.temperature)
             config.top_p = float(sampling.top_p)
-            if sampling.min_p and sampling.min_p > 0:
-                config.min_p = float(sampling.min_p)
+            config.top_k = int(sampling.top_k) if sampling.top_k and sampling.top_k > 0 else None
+            config.min_p = float(sampling.min_p) if sampling.min_p and sampling.min_p > 0 else None
         else:
             config.temperature, config.top_p, config.top_k, config.min_p = None, None, None, None
         config.repetition_penalty = float(sampling.repetition_penalty)
@@ -170,22 +185,23 @@ class TransformersEngine(EngineBase):
 
     def _generate_batch(self, prompts: list[str], sampling: Sampling) -> list[Completion]:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
 
-        class FirstTokenClock(StoppingCriteria):
-            """Notes when the first new token exists (called once per decoding step)."""
+        (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
-            first: float | None = None
+        class StepClock(StoppingCriteria):
+            """Notes when each decoding step ends (called once per step, after its token exists)."""
+
+            def __init__(self) -> None:
+                self.times: list[float] = []
 
             def __call__(self, input_ids, scores, **kwargs):
-                if self.first is None:
-                    self.first = time.perf_counter()
+                self.times.append(time.perf_counter())
                 return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
         enc = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         ).to(self.device)
-        clock = FirstTokenClock()
+        clock = StepClock()
         config = self._generation_config(sampling)
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
@@ -197,8 +213,7 @@ class TransformersEngine(EngineBase):
                 stopping_criteria=StoppingCriteriaList([clock]),
                 tokenizer=self.tokenizer,
             )
-        latency = time.perf_counter() - start
-        ttft = (clock.first - start) if clock.first is not None else None
+        end = time.perf_counter()
         input_len = enc["input_ids"].shape[1]
         eos_ids, pad_id = self._eos_ids(), self.tokenizer.pad_token_id
         completions = []
@@ -214,6 +229,7 @@ class TransformersEngine(EngineBase):
                 finish, stop_reason = "length", None
             else:
                 finish, stop_reason = "stop", None
+            ttft, latency = step_timings(clock.times, len(ids), start, end)
             completions.append(
                 Completion(
                     text=text,

@@ -37,6 +37,7 @@ class TemplateAudit:
     max_tokens: int
     fits: bool | None
     truncation: Truncation | None
+    overlong: str = "truncate"  # what the engine does with a prompt over budget: truncate | reject
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -96,9 +97,11 @@ def audit_template(
     max_model_len: int,
     max_tokens: int,
     tokenizer_path: str | None = None,
+    overlong: str = "truncate",
 ) -> TemplateAudit:
     """Compare the lab's rendering with the tokenizer's own template (no lab options or patches)
-    and say where a cut at `max_model_len - max_tokens` tokens would fall."""
+    and say where a cut at `max_model_len - max_tokens` tokens would fall; for an engine that
+    rejects over-long prompts (`overlong="reject"`: vLLM and other servers) there is no cut."""
     rendered = render_prompt(messages, fallback_prompt, tokenizer, model_id, options, tokenizer_path)
     own_text = own_error = None
     if tokenizer is None:
@@ -110,7 +113,7 @@ def audit_template(
             own_error = str(exc) or type(exc).__name__
     budget = max_model_len - max_tokens
     truncation = None
-    if tokenizer is not None:
+    if tokenizer is not None and overlong != "reject":
         side = getattr(tokenizer, "truncation_side", "right") or "right"
         truncation = truncation_point(tokenizer, rendered.text, budget, side)
     return TemplateAudit(
@@ -124,4 +127,5 @@ def audit_template(
         max_tokens=max_tokens,
         fits=None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len,
         truncation=truncation,
+        overlong=overlong,
     )

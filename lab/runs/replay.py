@@ -123,11 +123,13 @@ def replay(
     total = len(steps)
     if progress:
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
-    for start in range(0, len(todo), config.chunk_size):
+    # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
+    chunk_size = max(config.chunk_size, 2 * int(getattr(engine, "concurrency", 0) or 0), 1)
+    for start in range(0, len(todo), chunk_size):
         if stop is not None and stop.is_set():
             checkpoint.close()
             raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
-        chunk = todo[start : start + config.chunk_size]
+        chunk = todo[start : start + chunk_size]
         mark = [time.perf_counter()]
 
         def on_result(j: int, result: StepResult) -> None:

@@ -127,17 +127,18 @@ def compute_audit(engine: Any, step: Step) -> AuditView:
     tokenizer = getattr(engine, "tokenizer", None)
     max_model_len = engine_max_model_len(engine)
     max_tokens = int(engine.default_sampling.max_tokens)
+    overlong = getattr(engine, "overlong_prompt", "truncate")  # servers reject, they never cut
     if contract.raw_prompt:
         rendered = render_for_engine(engine, step)
         budget = max_model_len - max_tokens
         cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
-                               or "right") if tokenizer is not None else None
+                               or "right") if tokenizer is not None and overlong != "reject" else None
         fits = None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len
-        audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut)
+        audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut, overlong)
         return audit_view_from(audit, verbatim=True)
     messages, fallback_prompt = contract.build_messages(step)
     audit = audit_template(messages, fallback_prompt, tokenizer, getattr(engine, "model_id", "") or "",
-                           prompt_options_of(engine), max_model_len, max_tokens)
+                           prompt_options_of(engine), max_model_len, max_tokens, overlong=overlong)
     return audit_view_from(audit)
 
 

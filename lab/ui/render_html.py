@@ -175,6 +175,8 @@ def audit_summary(audit: AuditView) -> str:
         chips.append(_chip("≠ own template", "warn"))
     if audit.fits is True:
         chips.append(_chip("fits", "ok"))
+    elif audit.fits is False and audit.rejects:
+        chips.append(_chip("rejected: too long", "bad"))
     elif audit.fits is False:
         chips.append(_chip(f"cut {audit.cut_tokens or 0:,} tokens" if audit.cut_tokens else "does not fit", "bad"))
     return "prompt audit · " + " ".join(chips)
@@ -224,6 +226,9 @@ def render_audit_body(audit: AuditView) -> str:
         fit = f'<span class="lab-ok">fits</span> · {audit.budget - (audit.n_tokens or 0):,} tokens to spare'
     else:
         fit = f'<span class="lab-bad">does not fit</span> · over by {(audit.n_tokens or 0) - audit.budget:,} tokens'
+        if audit.rejects:
+            fit += (" · the server <b>rejects</b> this prompt (it never truncates): the request fails with an "
+                    "error instead of an answer")
     rows.append(("fits", fit))
     body = "".join(f'<tr><th>{k}</th><td><div class="lab-cell">{v}</div></td></tr>' for k, v in rows)
     cut = ""

@@ -202,6 +202,7 @@ class AuditView:
     max_model_len: int | None = None
     max_tokens: int | None = None
     fits: bool | None = None
+    rejects: bool = False  # the engine refuses an over-long prompt instead of cutting it
     cut_side: str | None = None
     cut_token: int | None = None
     cut_char: int | None = None
@@ -240,6 +241,7 @@ def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240
         max_model_len=audit.max_model_len,
         max_tokens=audit.max_tokens,
         fits=audit.fits,
+        rejects=getattr(audit, "overlong", "truncate") == "reject",
     )
     if audit.first_difference is not None and audit.own_text is not None:
         view.lab_snippet = snippet_at(rendered.text, audit.first_difference)

@@ -32,6 +32,7 @@ class ManagedEngine(EngineBase):
     """A model served by a supervised local process; generation goes through the OpenAI client."""
 
     managed = True  # the pool starts these one at a time
+    overlong_prompt = "reject"  # a server answers an over-long prompt with an error; it never cuts it
     MISSING_HINT = ""  # what to do when the server's executable cannot be started
     PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
 

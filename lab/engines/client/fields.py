@@ -1,0 +1,81 @@
+"""The fields of a `/v1/completions` request: the full sampling every time, never the server's defaults.
+
+The harness's own sampling is sent in full (temperature, top_p, max_tokens, repetition_penalty,
+top_k, min_p, seed when set, stop when set), because `vllm serve` fills every field a request
+leaves out from the model's `generation_config.json`, which the harness never does. Fields that
+the OpenAI API does not define travel in the SDK's `extra_body`. Some servers refuse fields
+they do not know (`transformers serve` answers 422 "Unexpected fields in the request: {...}");
+the lab then stops sending just those to that server, which is harmless at their neutral
+values and an error otherwise (the request would silently run with other sampling).
+"""
+from __future__ import annotations
+
+import re
+
+from lab.engines.base import Sampling
+
+OPENAI_FIELDS = {"max_tokens", "temperature", "top_p", "seed", "stop", "stream_options"}
+SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "repetition_penalty", "top_k", "min_p", "seed", "stop")
+# What the lab asks for beyond sampling: usage in the last streamed chunk, generated token ids (vLLM).
+PROTOCOL_FIELDS = {"stream_options": {"include_usage": True}, "return_token_ids": True}
+# Fields a server may refuse; sending them without effect changes nothing when at these values.
+NEUTRAL = {"repetition_penalty": (1.0,), "top_k": (0, -1), "min_p": (0.0,), "seed": (None,), "stop": (None,)}
+REFUSABLE = set(NEUTRAL) | set(PROTOCOL_FIELDS)
+# Words with which servers say a field is unknown (FastAPI/pydantic, transformers serve, others).
+UNKNOWN_FIELD_WORDS = ("unexpected", "extra", "unknown", "unrecognized", "not permitted", "not allowed", "unsupported")
+
+
+def sampling_fields(sampling: Sampling) -> dict:
+    """The sampling part of a request, with every field the harness sets (seed/stop when given)."""
+    fields: dict = {
+        "temperature": float(sampling.temperature),
+        "top_p": float(sampling.top_p),
+        "max_tokens": int(sampling.max_tokens),
+        "repetition_penalty": float(sampling.repetition_penalty),
+        "top_k": int(sampling.top_k),
+        "min_p": float(sampling.min_p),
+    }
+    if sampling.seed is not None:
+        fields["seed"] = int(sampling.seed)
+    if sampling.stop:
+        fields["stop"] = list(sampling.stop)
+    return fields
+
+
+def is_neutral(name: str, value: object) -> bool:
+    """True when leaving `name` out cannot change what is generated (protocol fields always)."""
+    if name in PROTOCOL_FIELDS:
+        return True
+    if name == "top_k":
+        return value is not None and int(value) <= 0
+    return value in NEUTRAL.get(name, ())
+
+
+def request_fields(sampling: Sampling, refused: dict[str, str], stream: bool = True) -> tuple[dict, dict]:
+    """(fields to send, fields left out because the server refuses them) for one request."""
+    wanted = sampling_fields(sampling)
+    if stream:
+        wanted.update(PROTOCOL_FIELDS)
+    sent = {k: v for k, v in wanted.items() if k not in refused}
+    left_out = {k: v for k, v in wanted.items() if k in refused}
+    return sent, left_out
+
+
+def sdk_arguments(fields: dict) -> tuple[dict, dict]:
+    """Split request fields into the SDK's keyword arguments and its `extra_body`."""
+    kwargs = {k: v for k, v in fields.items() if k in OPENAI_FIELDS}
+    extra = {k: v for k, v in fields.items() if k not in OPENAI_FIELDS}
+    return kwargs, extra
+
+
+def refused_fields(message: str, sent: set[str]) -> set[str]:
+    """The refusable fields a server's 4xx message names as unknown (empty: another problem)."""
+    lowered = message.lower()
+    if not any(word in lowered for word in UNKNOWN_FIELD_WORDS):
+        return set()
+    return {name for name in sent & REFUSABLE if re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message)}
+
+
+def sent_sampling(fields: dict) -> dict:
+    """The sampling fields of a request as recorded in a result file."""
+    return {k: fields[k] for k in SAMPLING_FIELDS if k in fields}
