@@ -153,3 +153,12 @@ def test_the_column_scores_on_the_legacy_reference_with_the_legacy_rules(tmp_pat
     assert 'data-state="ready"' in out.columns_html and "legacy 386-step replay" in out.columns_html
     [view] = [ctx.views.get(("legacy", key))]
     assert view.pred_units == [] and view.metrics["command_f1"] == 1.0
+
+
+def test_batch_refuses_a_legacy_run_and_writes_nothing(lab_ctx):
+    from lab.ui.batch_tab import run_batch
+
+    ctx, entry = lab_ctx
+    [row] = run_batch(ctx, [entry.name], ctx.replay.steps)
+    assert row.state.startswith("failed: ") and "--mode all --scorer legacy" in row.state and row.done == 0
+    assert not list(ctx.settings.runs_dir.glob("*.json"))  # no result file written
