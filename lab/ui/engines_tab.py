@@ -161,15 +161,24 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
             refresh = gr.Button("Refresh status", scale=1)
         timer = gr.Timer(1.0, active=False)
 
+    shown = gr.State([e.name for e in ctx.engine_entries()])  # the dropdown's choices in this page
+
     def status(keep: str | None = None):
         html, names, loading = engine_status(ctx)
-        return html, gr.update(choices=names, value=keep if keep in names else None), gr.Timer(active=loading)
+        return html, gr.update(choices=names, value=keep if keep in names else None), gr.Timer(active=loading), names
+
+    def tick(keep: str | None, choices: list[str]):
+        """The timer's refresh: the table always, the dropdown only when the engines changed, so a
+        pick the user is making is never reset under them."""
+        html, names, loading = engine_status(ctx)
+        pick = gr.skip() if names == choices else gr.update(choices=names, value=keep if keep in names else None)
+        return html, pick, gr.Timer(active=loading), names
 
     def report(action: EngineAction, keep: str | None = None):
         (gr.Info if action.ok else gr.Warning)(action.message)
         return status(keep)
 
-    outs = [table, which, timer]
+    outs = [table, which, timer, shown]
     add.click(lambda text: report(add_engine_action(ctx, text)), spec, outs, api_name="add_engine")
     spec.submit(lambda text: report(add_engine_action(ctx, text)), spec, outs, api_visibility="private")
     add_preset.click(lambda key: report(add_engine_action(ctx, key, "preset")), preset, outs,
@@ -178,4 +187,4 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
     restart.click(lambda name: report(restart_engine_action(ctx, name), name), which, outs, api_name="restart_engine")
     refresh.click(status, which, outs, api_visibility="private")
     tab.select(status, which, outs, api_visibility="private", show_progress="hidden")
-    timer.tick(status, which, outs, api_visibility="private", show_progress="hidden")
+    timer.tick(tick, [which, shown], outs, api_visibility="private", show_progress="hidden")
