@@ -108,6 +108,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {spec}: {exc}", file=sys.stderr)
             failures += 1
             continue
+        from lab.runs.legacy_guard import legacy_run_problem
+
+        problem = legacy_run_problem(engine, args.mode, args.scorer)
+        if problem is not None:
+            print(f"error: {spec}: {problem}", file=sys.stderr)
+            engine.close()
+            failures += 1
+            continue
         if getattr(engine, "load_time_sec", None) is None:
             engine.load_time_sec = time.perf_counter() - t0
         config = ReplayConfig(

@@ -117,6 +117,13 @@ def run_batch(
             row.state = f"failed: {why}"
             update()
             continue
+        from lab.runs.legacy_guard import legacy_run_problem
+
+        problem = legacy_run_problem(entry.engine, ctx.replay.mode, "corrected")
+        if problem is not None:  # Batch replays the loaded replay with the corrected scorer
+            row.state = f"failed: {problem} (python -m lab replay)"
+            update()
+            continue
         out_dir = Path(ctx.settings.runs_dir)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
                               run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),

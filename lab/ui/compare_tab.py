@@ -17,7 +17,8 @@ from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_eng
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.heatmap import heatmap_figure
 from lab.ui.samples_panel import build_samples_panel
-from lab.ui.run_picker import build_run_picker, scorer_badge_html, wire_run_picker
+from lab.ui.legacy_column import answer_legacy_step, is_legacy, scorer_badge_html
+from lab.ui.run_picker import build_run_picker, wire_run_picker
 from lab.ui.render_html import (
     render_audit_body,
     render_columns,
@@ -93,6 +94,8 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
 
 def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     """Run one engine on one step through the pipeline and cache the column (errors included)."""
+    if is_legacy(entry):  # a legacy run: its own step of the legacy replay, the legacy scorer
+        return answer_legacy_step(ctx, entry, step)
     try:
         result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
@@ -255,14 +258,13 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
     result file is a run in the store; engines without tags are left out."""
     from lab.triage.annotations import step_badges_html
 
+    # every stored column says which scorer and replay it is compared on
+    badges = {e.name: scorer_badge_html(ctx, e) for e in entries if e.kind == "stored" and e.engine is not None}
     if ctx.store is None:
-        return {}
-    badges = {}
+        return badges
     for entry in entries:
         path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
         run_id = ctx.stored_run_id(path) if path is not None else None
-        if getattr(entry.engine, "scorer", None) == "legacy":  # say which scorer and replay it is compared on
-            badges[entry.name] = scorer_badge_html(ctx)
         if run_id is None:
             continue
         try:

@@ -32,23 +32,19 @@ def run_choices(ctx: LabContext) -> list[tuple[str, str]]:
 
 def scorer_note(ctx: LabContext, run_id: str) -> str | None:
     """What a column of a legacy run is compared with, said once when it is added (None otherwise)."""
+    from lab.ui.legacy_column import legacy_replay_of
+
     df = ctx.query("SELECT display_name, scoring_version FROM runs WHERE run_id = ?", [run_id])
     if df.empty or df.iloc[0]["scoring_version"] != LEGACY:
         return None
-    replay = ctx.replay.path if ctx.replay else "none"
-    return (f"{df.iloc[0]['display_name']}: a legacy 386-step run, scored with the legacy scorer; its steps are "
-            f"shown on the loaded replay ({replay}). Load the legacy replay (python -m lab data download --legacy) "
-            "to see the prompts it was given.")
+    legacy, problem = legacy_replay_of(ctx)
+    name = df.iloc[0]["display_name"]
+    if legacy is not None:
+        return (f"{name}: a legacy 386-step run, shown on its own steps of the legacy replay ({legacy.path}) and "
+                "scored with the legacy scorer; steps it was never asked are marked 'not in this run'.")
+    from lab.data.legacy_replay import missing_legacy_replay_message
 
-
-def scorer_badge_html(ctx: LabContext) -> str:
-    """The badge of a legacy run's column: legacy scorer, and which replay its steps are shown on."""
-    from lab.ui.render_html import esc
-
-    replay = ctx.replay.path if ctx.replay else "none"
-    kind = "legacy 386-step replay" if "612f5755" in str(replay) else "loaded replay (not the legacy one)"
-    return (f'<span class="lab-tag" data-scorer="legacy" title="{esc(replay)}">legacy_386 · legacy scorer · '
-            f"{esc(kind)}</span>")
+    return f"{name}: a legacy 386-step run; {problem or missing_legacy_replay_message()}."
 
 
 @dataclass
