@@ -160,8 +160,7 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
             unload = gr.Button("Unload", variant="stop", scale=1, elem_id="lab-unload")
             refresh = gr.Button("Refresh status", scale=1)
         timer = gr.Timer(1.0, active=False)
-
-    shown = gr.State([e.name for e in ctx.engine_entries()])  # the dropdown's choices in this page
+        shown = gr.State([e.name for e in ctx.engine_entries()])  # the picker's choices in this page
 
     def status(keep: str | None = None):
         html, names, loading = engine_status(ctx)
