@@ -14,6 +14,13 @@ from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 from tests.test_browser_compare import ARGS, CHROMIUM, shot_dir
 
+def first_shell_prompt() -> str:
+    """The excerpt's first `user@host:/app#` prompt (read from ../shared, never written here)."""
+    found = re.search(r"\\n([\w-]+@[\w.-]+:/app#)", EXCERPT.read_text(encoding="utf-8"))  # after a JSON "\n"
+    assert found, f"no shell prompt in {EXCERPT}"
+    return found.group(1)
+
+
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
     pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}"),
@@ -53,7 +60,8 @@ def test_edit_screen_rerun_on_two_engines(served, tmp_path):
         expect(page.locator('#lab-columns [data-engine="reference"]')).to_be_visible()
         page.get_by_text("What-if: edit this step's context and re-run it").click()
         text = page.locator("#lab-whatif-text textarea")
-        expect(text).to_have_value("Current Terminal Screen:\nroot@cpu1-0021:/app#\n")  # task-000/0's screen
+        prompt = first_shell_prompt()
+        expect(text).to_have_value(f"Current Terminal Screen:\n{prompt}\n")  # task-000/0's screen
         text.fill(NEW_SCREEN)
         page.get_by_role("button", name="Re-run edited step on all engines").click()
 
@@ -71,7 +79,7 @@ def test_edit_screen_rerun_on_two_engines(served, tmp_path):
         original_raw = model.locator('[data-side="original"] .lab-raw').inner_text()
         whatif_raw = model.locator('[data-side="whatif"] .lab-raw').inner_text()
         assert whatif_raw and original_raw != whatif_raw  # the model answered the edited prompt differently
-        expect(model.locator(".lab-whatif-diff")).to_contain_text("-root@cpu1-0021:/app#")
+        expect(model.locator(".lab-whatif-diff")).to_contain_text(f"-{prompt}")
         # the originals the re-run generated now fill Compare's own columns too (never the what-if answer)
         main_raw = page.locator('#lab-columns .lab-col[data-engine*="tiny"] .lab-raw')
         expect(main_raw).to_have_text(original_raw)
