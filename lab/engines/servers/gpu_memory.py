@@ -57,3 +57,14 @@ def gpu_memory_gb(pids: Iterable[int]) -> float | None:
     if table is None:
         return None
     return round(sum(table.get(pid, 0) for pid in pids) / 2**30, 3)
+
+
+def gpu_count() -> int:
+    """GPUs NVML sees (0 without NVML: a CPU machine, where vLLM runs its CPU backend)."""
+    nvml = _nvml()
+    if nvml is None:
+        return 0
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    except nvml.NVMLError:
+        return 0

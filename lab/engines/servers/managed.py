@@ -35,6 +35,7 @@ class ManagedEngine(EngineBase):
     overlong_prompt = "reject"  # a server answers an over-long prompt with an error; it never cuts it
     MISSING_HINT = ""  # what to do when the server's executable cannot be started
     PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
+    GPU_LIST = False  # `gpu=0,1` (one GPU per tensor-parallel rank) is accepted
 
     def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
         known = set(COMMON_OPTIONS) | set(self.OPTIONS)
@@ -53,7 +54,11 @@ class ManagedEngine(EngineBase):
         if self.concurrency < 1:
             raise EngineSpecError(f"engine spec '{self.spec}': concurrency must be at least 1")
         gpu = self.options.pop("gpu", None)
-        self.gpu = str(int(as_number(gpu, "gpu", int))) if gpu is not None else None
+        self.gpu_option = gpu
+        if gpu is not None and self.GPU_LIST and "," in str(gpu):
+            self.gpu = str(gpu)  # one GPU per tensor-parallel rank; the subclass checks the list
+        else:
+            self.gpu = str(int(as_number(gpu, "gpu", int))) if gpu is not None else None
         self.tokenizer_source = self.options.pop("tokenizer", None)
         timeout = self.options.pop("ready_timeout", None)
         default_timeout = float((kind_settings.get("ready_timeout") or {}).get(self.kind, 600))
@@ -77,6 +82,10 @@ class ManagedEngine(EngineBase):
     def server_env(self) -> dict[str, str]:
         """Environment added to the lab's for the server."""
         return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+
+    def client_options(self) -> dict[str, str]:
+        """Options the lab's OpenAI client needs for this server (e.g. the key it requires)."""
+        return {}
 
     def rendering_tokenizer(self) -> str:
         return self.tokenizer_source or self.model_id
@@ -108,7 +117,7 @@ class ManagedEngine(EngineBase):
 
         if self.client is not None:
             self.client.close()
-        options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency)}
+        options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency), **self.client_options()}
         client = OpenAIEngine(EngineConfig(
             spec=self.spec, kind="openai", target=f"{self.server.base_url}/v1#{self.served_model()}", options=options,
         ))

@@ -132,14 +132,43 @@ class ManagedServer:
 
     @property
     def state(self) -> str:
-        """starting | ready | crashed | stopped (a dead process is noticed here)."""
+        """starting | ready | crashed | stopped (a dead process is noticed here and by its watcher)."""
+        proc = self._proc
+        if proc is not None:
+            code = proc.poll()
+            if code is not None:
+                self._on_exit(proc, code)
+        return self._state
+
+    def _watch(self, proc: subprocess.Popen) -> None:
+        """Wait for the process in a daemon thread, so a crash is handled the moment it happens."""
+        try:
+            code = proc.wait()
+        except Exception:  # noqa: BLE001 - the interpreter is shutting down
+            return
+        self._on_exit(proc, code)
+
+    def _on_exit(self, proc: subprocess.Popen, code: int) -> None:
+        """The server exited on its own: mark it crashed, kill what is left of its process group
+        (vLLM's EngineCore and Worker children survive their API server) and say so in its log."""
         with self._lock:
-            if self._state in (STARTING, READY) and self._proc is not None and not self._stopping:
-                code = self._proc.poll()
-                if code is not None:
-                    self._state, self.exit_code = CRASHED, code
-                    _registry.discard(self)
-            return self._state
+            if proc is not self._proc or self._stopping or self._state not in (STARTING, READY):
+                return
+            self._state, self.exit_code = CRASHED, code
+        survivors = group_members(proc.pid)
+        _signal_group(proc.pid, signal.SIGKILL)
+        _registry.discard(self)
+        left = f"; killed the {len(survivors)} process(es) left in its group: {', '.join(survivors)}" if survivors else ""
+        self._log_line(f"lab: the server process (pid {proc.pid}) exited on its own with code "
+                       f"{describe_exit(code)}{left}")
+
+    def _log_line(self, text: str) -> None:
+        """Append one line of the lab's own to the server's log (what the log tail then explains)."""
+        try:
+            with open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        except OSError:
+            pass
 
     def status_text(self) -> str:
         """`ready`, `starting`, `stopped: exit code N (SIGKILL)`, … for one line in the UI."""
@@ -184,6 +213,7 @@ class ManagedServer:
             self.started_at = time.monotonic()
             self.ready_after_s = None
             _registry.add(self)
+            threading.Thread(target=self._watch, args=(self._proc,), name=f"watch-{self.name}", daemon=True).start()
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Poll the ready paths until one answers 200; ServerFailed (with the log's tail) when the
@@ -278,6 +308,22 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return str(code)
     return str(code)
+
+
+def group_members(pgid: int) -> list[str]:
+    """`name (pid)` of every live process in the process group `pgid` (empty without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{proc.info['name']} ({proc.pid})")
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
 
 
 def _signal_group(pid: int, sig: int) -> None:

