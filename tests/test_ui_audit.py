@@ -79,8 +79,10 @@ def test_audit_shows_template_status_own_template_tokens_and_fit(ctx):
     assert "identical</span> to the model's own chat template" in html.unescape(body)
     assert f"lab: <b>{n_tokens:,} tokens</b> ({len(rendered):,} chars)" in body
     assert f"own template: <b>{n_tokens:,} tokens</b>" in body
-    budget = DEFAULT_MAX_MODEL_LEN - 8
-    assert f"max_model_len {DEFAULT_MAX_MODEL_LEN:,} − max_tokens 8 = <b>{budget:,}</b>" in body
+    context = engine_of(ctx, TINY).max_model_len
+    assert context == 32768  # the tiny model's max_position_embeddings, read from its config
+    budget = context - 8
+    assert f"max_model_len {context:,} − max_tokens 8 = <b>{budget:,}</b>" in body
     assert f"{budget - n_tokens:,} tokens to spare" in body
     # cached: the next render of this step shows the audit without asking
     assert (TINY, step.key) in ctx.audits
@@ -94,18 +96,20 @@ def test_audit_shows_where_truncation_cuts_with_escaped_preview(ctx):
     messages = ({"role": "user", "content": "list the files\n" + "\n".join([marker] * 8)},)
     step = dataclasses.replace(ctx.replay.steps[2], messages=messages)
     ctx.replay.by_key[step.key] = step
+    context = engine.max_model_len
     engine.max_model_len = 8 + 12  # max_tokens 8: a 12-token budget
     try:
         ctx.audits.drop(lambda key: key[1] == step.key)
         summary, body = ask(ctx, TINY, step.key)
     finally:
-        del engine.max_model_len
+        engine.max_model_len = context
         ctx.replay.by_key[step.key] = ctx.replay.steps[2]
         ctx.audits.drop(lambda key: key[1] == step.key)
     text = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True)
     starts = [a for a, _ in tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
     budget, n = 12, len(starts)
-    assert f"cut {n - budget:,} tokens" in summary and "does not fit" in body
+    assert "refused: prompt too long" in summary and "does not fit" in body  # in-process never truncates
+    assert "<b>refused</b> before generation" in body and "this engine never truncates" in body
     assert f"over by {n - budget:,} tokens" in body
     assert f"truncation would cut at token {budget:,} · char {starts[budget]:,} (right side)" in body
     assert f"{n - budget:,} tokens, {len(text) - starts[budget]:,} chars" in body
@@ -130,10 +134,10 @@ def test_a_server_engine_rejects_an_over_long_prompt_instead_of_cutting_it(ctx, 
     finally:
         engine.close()
     summary, body = audit_summary(audit), render_audit_body(audit)
-    assert audit.fits is False and audit.rejects and audit.cut_side is None
-    assert "rejected: too long" in summary and "cut " not in summary
-    assert "the server <b>rejects</b> this prompt (it never truncates)" in body
-    assert "truncation would cut" not in body
+    assert audit.fits is False and audit.rejects and audit.refused and audit.overlong == "reject"
+    assert "refused: prompt too long" in summary and "cut " not in summary
+    assert "<b>refused</b> before generation (the prompt is never truncated)" in body
+    assert "this engine never truncates: this is what would have to go" in body
 
 
 def test_contract_prompt_sent_verbatim_is_audited_without_template(ctx, tiny_model_dir):

@@ -35,6 +35,7 @@ from lab.engines.client.fields import is_neutral, refused_fields, request_fields
 from lab.engines.client.probe import read_models
 from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
+from lab.engines.context import overlong_error
 from lab.engines.loading import import_transformers, looks_like_path
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
@@ -56,7 +57,6 @@ class OpenAIEngine(EngineBase):
     """Streams rendered prompts to `/v1/completions` of one or more replicas, a few at a time."""
 
     kind = "openai"
-    overlong_prompt = "reject"  # vLLM answers 400 for a prompt over max_model_len; it never cuts
     OPTIONS = {
         "tokenizer": "tokenizer folder or Hub id used to render prompts (default: MODEL)",
         "api_key": "bearer token (default: $OPENAI_API_KEY)",
@@ -90,6 +90,23 @@ class OpenAIEngine(EngineBase):
         self.last_sent: dict = {}
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._clients_open = False
+        self.context_guard: tuple[int, str] | None = None  # set by a managed server that cannot refuse
+
+    @property
+    def overlong_prompt(self) -> str:
+        """What the server does with a prompt past its context: vLLM refuses one longer than the
+        context by itself (400) and answers one that leaves too little room with fewer tokens
+        ("shorten"); other servers are assumed to refuse ("reject")."""
+        owners = {r.owner for r in self.replicas.replicas if r.owner}
+        return "shorten" if owners == {"vllm"} and self.context_guard is None else "reject"
+
+    def _refusal(self, prompt: str, sampling: Sampling) -> str | None:
+        """The lab's own refusal of an over-long prompt, for servers that would not refuse it."""
+        if self.context_guard is None or self.tokenizer is None:
+            return None
+        length, source = self.context_guard
+        n = len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
+        return overlong_error(n, int(sampling.max_tokens), length, source)
 
     # --- loading ---------------------------------------------------------------------
     def _load_tokenizer(self):
@@ -231,9 +248,18 @@ class OpenAIEngine(EngineBase):
         results: list = [None] * len(requests)
         if not requests:
             return results
-        workers = min(self.concurrency, len(requests))
+        todo = []
+        for i, request in enumerate(requests):
+            refusal = self._refusal(request.prompt, sampling)
+            if refusal:
+                self.finish(i, Completion(text="", error=refusal, finish_reason="refused"), results, on_done)
+            else:
+                todo.append(i)
+        if not todo:
+            return results
+        workers = min(self.concurrency, len(todo))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"openai-{self.name}") as pool:
-            futures = {pool.submit(self._request, r.prompt, sampling): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._request, requests[i].prompt, sampling): i for i in todo}
             for future in as_completed(futures):
                 index = futures[future]
                 try:

@@ -15,6 +15,7 @@ import time
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
+from lab.engines.context import model_context_length, overlong_error
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
 from lab.errors import EngineLoadError, EngineSpecError
@@ -90,7 +91,9 @@ class TransformersEngine(EngineBase):
         "tokenizer": "tokenizer folder or Hub id (default: the model)",
         "batch_size": "prompts per generate call (default 4)",
         "add_special_tokens": "tokenize prompts with special tokens (default true)",
+        "max_model_len": "context length (default: the model's config, e.g. max_position_embeddings)",
     }
+    overlong_prompt = "reject"  # a prompt + max_tokens past the context is refused, never generated
 
     def __init__(self, config: EngineConfig) -> None:
         preset = config.preset
@@ -106,6 +109,10 @@ class TransformersEngine(EngineBase):
         self.preset_dtype = (preset.engine.get("dtype") if preset else None)
         self.device = str(self.option("device", "auto"))
         self.dtype = str(self.option("dtype", "auto"))
+        asked = self.option("max_model_len")
+        self.asked_max_model_len = int(as_number(asked, "max_model_len", int)) if asked is not None else None
+        self.max_model_len: int | None = self.asked_max_model_len
+        self.context_source: str | None = "max_model_len option" if asked is not None else None
         self.model = None
 
     def load(self) -> None:
@@ -149,6 +156,9 @@ class TransformersEngine(EngineBase):
             else:
                 tokenizer.pad_token = tokenizer.convert_ids_to_tokens(0)
         self.tokenizer, self.model = tokenizer, model
+        if self.asked_max_model_len is None:
+            found = model_context_length(getattr(model, "config", None), tokenizer)
+            self.max_model_len, self.context_source = found if found else (None, None)
         self.device, self.dtype = device, dtype
         self.load_time_sec = time.perf_counter() - start
         self.loaded = True
@@ -249,8 +259,15 @@ class TransformersEngine(EngineBase):
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
         with self._lock:
-            for begin in range(0, len(requests), self.batch_size):
-                chunk = list(range(begin, min(begin + self.batch_size, len(requests))))
+            todo = []
+            for i, request in enumerate(requests):
+                refusal = self._refusal(request.prompt, sampling)
+                if refusal:
+                    self.finish(i, Completion(text="", error=refusal, finish_reason="refused"), results, on_done)
+                else:
+                    todo.append(i)
+            for begin in range(0, len(todo), self.batch_size):
+                chunk = todo[begin:begin + self.batch_size]
                 try:
                     batch = self._generate_batch([requests[i].prompt for i in chunk], sampling)
                 except Exception as exc:  # noqa: BLE001 - one bad batch must not lose the others
@@ -258,6 +275,13 @@ class TransformersEngine(EngineBase):
                 for i, completion in zip(chunk, batch):
                     self.finish(i, completion, results, on_done)
         return results
+
+    def _refusal(self, prompt: str, sampling: Sampling) -> str | None:
+        """Why this prompt is refused (prompt + max_tokens past the model's context), or None."""
+        if not self.max_model_len:
+            return None
+        n = len(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens).input_ids)
+        return overlong_error(n, int(sampling.max_tokens), self.max_model_len, self.context_source)
 
     def memory_gb(self) -> float | None:
         if self.model is None:
@@ -284,7 +308,8 @@ class TransformersEngine(EngineBase):
 
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys describing the engine."""
-        return {"dtype": self.dtype, "device": self.device, "lora_path": self.lora, "batch_size": self.batch_size}
+        return {"dtype": self.dtype, "device": self.device, "lora_path": self.lora, "batch_size": self.batch_size,
+                "max_model_len": self.max_model_len}
 
     def describe(self) -> EngineInfo:
         return EngineInfo(

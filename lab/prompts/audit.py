@@ -37,10 +37,38 @@ class TemplateAudit:
     max_tokens: int
     fits: bool | None
     truncation: Truncation | None
-    overlong: str = "truncate"  # what the engine does with a prompt over budget: truncate | reject
+    overlong: str = "truncate"  # what the engine does with a prompt over budget: truncate | reject | shorten
+    refused: bool | None = None  # the engine (or the lab, for it) refuses this prompt: no answer
+    allowed_tokens: int | None = None  # new tokens the engine will generate at most (max_tokens or fewer)
+
+    def __post_init__(self) -> None:
+        if self.refused is None and self.allowed_tokens is None:
+            self.refused, self.allowed_tokens = context_verdict(
+                self.rendered.n_tokens, self.max_model_len, self.max_tokens, self.overlong)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def context_verdict(n_tokens: int | None, max_model_len: int, max_tokens: int, overlong: str) -> tuple[bool | None, int | None]:
+    """(refused, new tokens allowed) for a prompt of `n_tokens` on an engine whose context is
+    `max_model_len`, by what the engine does with an over-long prompt:
+
+    - `shorten` (vLLM): a prompt longer than the context by itself is refused (HTTP 400); one that
+      fits but leaves fewer than `max_tokens` is answered with `max_tokens` cut to what is left;
+    - `reject` (the lab's guard in front of transformers, in-process or served): refused as soon
+      as prompt + `max_tokens` exceeds the context;
+    - `truncate`: the prompt is cut to the budget, `max_tokens` kept.
+    Unknown length: (None, None)."""
+    if n_tokens is None:
+        return None, None
+    if overlong == "shorten":
+        if n_tokens > max_model_len:
+            return True, 0
+        return False, max(0, min(max_tokens, max_model_len - n_tokens))
+    if overlong == "reject" and n_tokens + max_tokens > max_model_len:
+        return True, 0
+    return False, max_tokens
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -100,8 +128,9 @@ def audit_template(
     overlong: str = "truncate",
 ) -> TemplateAudit:
     """Compare the lab's rendering with the tokenizer's own template (no lab options or patches)
-    and say where a cut at `max_model_len - max_tokens` tokens would fall; for an engine that
-    rejects over-long prompts (`overlong="reject"`: vLLM and other servers) there is no cut."""
+    and say where a cut at `max_model_len - max_tokens` tokens would fall (what would have to go; an
+    engine that refuses or shortens instead, `overlong` "reject" or "shorten", never cuts: see
+    `context_verdict` for what it does)."""
     rendered = render_prompt(messages, fallback_prompt, tokenizer, model_id, options, tokenizer_path)
     own_text = own_error = None
     if tokenizer is None:
@@ -113,7 +142,7 @@ def audit_template(
             own_error = str(exc) or type(exc).__name__
     budget = max_model_len - max_tokens
     truncation = None
-    if tokenizer is not None and overlong != "reject":
+    if tokenizer is not None:  # where a cut to the budget would fall, also for engines that refuse
         side = getattr(tokenizer, "truncation_side", "right") or "right"
         truncation = truncation_point(tokenizer, rendered.text, budget, side)
     return TemplateAudit(

@@ -135,7 +135,7 @@ def compute_audit(engine: Any, step: Step) -> AuditView:
         rendered = render_for_engine(engine, step)
         budget = max_model_len - max_tokens
         cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
-                               or "right") if tokenizer is not None and overlong != "reject" else None
+                               or "right") if tokenizer is not None else None
         fits = None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len
         audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut, overlong)
         return audit_view_from(audit, verbatim=True)

@@ -175,9 +175,13 @@ def audit_summary(audit: AuditView) -> str:
         chips.append(_chip("≠ own template", "warn"))
     if audit.fits is True:
         chips.append(_chip("fits", "ok"))
+    elif audit.refused:
+        chips.append(_chip("refused: prompt too long", "bad"))
+    elif audit.fits is False and audit.overlong == "shorten" and audit.allowed_tokens is not None:
+        chips.append(_chip(f"answered with ≤ {audit.allowed_tokens:,} of {audit.max_tokens:,} new tokens", "warn"))
     elif audit.fits is False and audit.rejects:
-        chips.append(_chip("rejected: too long", "bad"))
-    elif audit.fits is False:
+        chips.append(_chip("refused: prompt too long", "bad"))
+    elif audit.fits is False:  # an engine that truncates
         chips.append(_chip(f"cut {audit.cut_tokens or 0:,} tokens" if audit.cut_tokens else "does not fit", "bad"))
     return "prompt audit · " + " ".join(chips)
 
@@ -226,18 +230,26 @@ def render_audit_body(audit: AuditView) -> str:
         fit = f'<span class="lab-ok">fits</span> · {audit.budget - (audit.n_tokens or 0):,} tokens to spare'
     else:
         fit = f'<span class="lab-bad">does not fit</span> · over by {(audit.n_tokens or 0) - audit.budget:,} tokens'
-        if audit.rejects:
-            fit += (" · the server <b>rejects</b> this prompt (it never truncates): the request fails with an "
-                    "error instead of an answer")
+        if audit.overlong == "shorten" and not audit.refused:
+            fit += (f" · vLLM <b>answers</b> it with max_tokens cut to what is left of the context: at most "
+                    f"<b>{audit.allowed_tokens or 0:,}</b> of {audit.max_tokens:,} new tokens (finish reason "
+                    "<code>length</code> when it runs out)")
+        elif audit.overlong == "shorten":
+            fit += (" · longer than the whole context by itself: vLLM <b>refuses</b> it (HTTP 400, its message "
+                    "is shown in the column); it never truncates")
+        elif audit.rejects:
+            fit += (" · <b>refused</b> before generation (the prompt is never truncated): the step gets an error "
+                    "naming it instead of an answer")
     rows.append(("fits", fit))
     body = "".join(f'<tr><th>{k}</th><td><div class="lab-cell">{v}</div></td></tr>' for k, v in rows)
     cut = ""
     if audit.cut_char is not None:
         where = "end" if audit.cut_side == "right" else "start"
+        never = "" if audit.overlong == "truncate" else " (this engine never truncates: this is what would have to go)"
         cut = (
             f'<div class="lab-audit-cut"><div class="lab-subhead">truncation would cut at token '
             f"{audit.cut_token:,} · char {audit.cut_char:,} ({audit.cut_side} side): the {where} of the prompt is "
-            f"lost — {audit.cut_tokens:,} tokens, {audit.cut_chars:,} chars, {audit.cut_lines:,} lines</div>"
+            f"lost — {audit.cut_tokens:,} tokens, {audit.cut_chars:,} chars, {audit.cut_lines:,} lines{never}</div>"
             f'<pre class="lab-pre lab-audit-lost">{esc(chr(10).join(audit.cut_preview))}</pre></div>'
         )
     return f'<table class="lab-kv lab-audit-kv">{body}</table>{cut}'

@@ -203,6 +203,9 @@ class AuditView:
     max_tokens: int | None = None
     fits: bool | None = None
     rejects: bool = False  # the engine refuses an over-long prompt instead of cutting it
+    overlong: str = "truncate"  # truncate | reject | shorten (lab.prompts.audit.context_verdict)
+    refused: bool | None = None  # this prompt gets no answer (vLLM's 400, or the lab's guard)
+    allowed_tokens: int | None = None  # new tokens the engine generates at most for this prompt
     cut_side: str | None = None
     cut_token: int | None = None
     cut_char: int | None = None
@@ -241,7 +244,10 @@ def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240
         max_model_len=audit.max_model_len,
         max_tokens=audit.max_tokens,
         fits=audit.fits,
-        rejects=getattr(audit, "overlong", "truncate") == "reject",
+        rejects=getattr(audit, "overlong", "truncate") in ("reject", "shorten"),
+        overlong=getattr(audit, "overlong", "truncate"),
+        refused=getattr(audit, "refused", None),
+        allowed_tokens=getattr(audit, "allowed_tokens", None),
     )
     if audit.first_difference is not None and audit.own_text is not None:
         view.lab_snippet = snippet_at(rendered.text, audit.first_difference)

@@ -32,7 +32,7 @@ class ManagedEngine(EngineBase):
     """A model served by a supervised local process; generation goes through the OpenAI client."""
 
     managed = True  # the pool starts these one at a time
-    overlong_prompt = "reject"  # a server answers an over-long prompt with an error; it never cuts it
+    overlong_prompt = "reject"  # refused (by the server or the lab's guard); never cut (vLLM: "shorten")
     MISSING_HINT = ""  # what to do when the server's executable cannot be started
     PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
     GPU_LIST = False  # `gpu=0,1` (one GPU per tensor-parallel rank) is accepted
@@ -122,6 +122,7 @@ class ManagedEngine(EngineBase):
             spec=self.spec, kind="openai", target=f"{self.server.base_url}/v1#{self.served_model()}", options=options,
         ))
         client.name = self.name
+        client.context_guard = self.context_guard()
         client.load()
         self.client = client
         self.tokenizer = client.tokenizer
@@ -129,6 +130,11 @@ class ManagedEngine(EngineBase):
 
     def configured_max_model_len(self) -> int | None:
         """The context length the server was started with, when the lab chose it."""
+        return None
+
+    def context_guard(self) -> tuple[int, str] | None:
+        """(context, where it was read) when the lab must refuse over-long prompts itself because
+        the server would generate past the model's positions; None when the server refuses them."""
         return None
 
     def restart(self) -> None:

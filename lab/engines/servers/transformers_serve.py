@@ -18,6 +18,8 @@ from lab.engines.common import EngineConfig, model_lora_name
 from lab.engines.loading import check_model_source
 from lab.engines.servers.flags import option_flags
 from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
+from lab.engines.context import read_context_length
+from lab.engines.spec import as_number
 from lab.errors import EngineSpecError
 
 
@@ -49,6 +51,7 @@ class TransformersServeEngine(ManagedEngine):
         **MANAGED_OPTIONS,
         "device": "auto | cpu | cuda | cuda:N (default auto)",
         "dtype": "auto | bfloat16 | float16 | float32 (default auto)",
+        "max_model_len": "context length (default: the model's config, e.g. max_position_embeddings)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
@@ -63,9 +66,20 @@ class TransformersServeEngine(ManagedEngine):
         self.dtype = str(self.options.pop("dtype", "auto"))
         self.trust_remote_code = bool(config.preset.trust_remote_code) if config.preset else False
         self.model_source = model
+        asked = self.options.pop("max_model_len", None)
+        self.asked_max_model_len = int(as_number(asked, "max_model_len", int)) if asked is not None else None
+        self.context: tuple[int, str] | None = (self.asked_max_model_len, "max_model_len option") if asked else None
 
     def prepare(self) -> None:
         self.model_source = check_model_source(self.model_id)
+        if self.context is None:  # `transformers serve` does not report it: read the model's config
+            self.context = read_context_length(self.model_source)
+
+    def configured_max_model_len(self) -> int | None:
+        return self.context[0] if self.context else None
+
+    def context_guard(self) -> tuple[int, str] | None:
+        return self.context
 
     def server_argv(self, port: int) -> list[str]:
         return transformers_serve_argv(transformers_executable(), self.model_source, port, device=self.device,

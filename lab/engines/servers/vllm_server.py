@@ -155,6 +155,7 @@ class VLLMServerEngine(ManagedEngine):
 
     kind = "vllm"
     GPU_LIST = True
+    overlong_prompt = "shorten"  # prompt > max_model_len: 400; prompt + max_tokens > it: fewer tokens
     MISSING_HINT = ("install vLLM in its own environment (README, GPU section: requirements-vllm.txt) and set "
                     "LAB_VLLM to its `vllm` executable")
     OPTIONS = {

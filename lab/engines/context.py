@@ -1,0 +1,78 @@
+"""A model's context length read from its own config (assets/context.yaml says where), and the
+guard that refuses a prompt which, with `max_tokens`, would run past it: in-process transformers
+and `transformers serve` would otherwise generate past the model's positions."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.settings import PROJECT_ROOT
+
+CONTEXT_PATH = PROJECT_ROOT / "assets" / "context.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def context_rules(path: str | None = None) -> dict:
+    """assets/context.yaml as a mapping."""
+    return yaml.safe_load(Path(path or CONTEXT_PATH).read_text(encoding="utf-8")) or {}
+
+
+def _positive_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def config_context_length(config: Any) -> tuple[int, str] | None:
+    """(length, field) from a transformers config object or a config.json mapping; None when absent."""
+    rules = context_rules()
+    get = config.get if isinstance(config, dict) else (lambda key, default=None: getattr(config, key, default))
+    for field in rules["config_fields"]:
+        value = _positive_int(get(field, None))
+        if value:
+            return value, field
+    for nested in rules["nested_configs"]:
+        inner = get(nested, None)
+        if inner is not None and inner is not config:
+            found = config_context_length(inner)
+            if found:
+                return found[0], f"{nested}.{found[1]}"
+    return None
+
+
+def model_context_length(config: Any, tokenizer: Any = None) -> tuple[int, str] | None:
+    """The model's context: its config's field, or the tokenizer's `model_max_length` when that is
+    smaller and meaningful. Returns (length, where it was read) or None."""
+    found = config_context_length(config) if config is not None else None
+    limit = _positive_int(getattr(tokenizer, "model_max_length", None)) if tokenizer is not None else None
+    if limit and limit < int(context_rules()["tokenizer_max_meaningful"]) and (found is None or limit < found[0]):
+        return limit, "tokenizer model_max_length"
+    return found
+
+
+def read_context_length(model_source: str) -> tuple[int, str] | None:
+    """The context length of a local model folder (or one in the HF cache), never downloading."""
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+    except ImportError:
+        return None
+    local = Path(model_source).expanduser().is_dir()
+    try:
+        config = AutoConfig.from_pretrained(model_source, local_files_only=not local)
+    except Exception:  # noqa: BLE001 - no config: the context stays unknown, as before
+        return None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_source, local_files_only=not local)
+    except Exception:  # noqa: BLE001
+        tokenizer = None
+    return model_context_length(config, tokenizer)
+
+
+def overlong_error(n_tokens: int, max_tokens: int, max_model_len: int, source: str | None) -> str | None:
+    """The one-line refusal for a prompt that, with `max_tokens`, exceeds the context; None when it fits."""
+    if n_tokens + max_tokens <= max_model_len:
+        return None
+    where = f" ({source})" if source else ""
+    return (f"prompt too long: {n_tokens:,} prompt tokens + max_tokens {max_tokens:,} exceed the model's context of "
+            f"{max_model_len:,} tokens{where}; refused before generation (lower max_tokens, or skip this step)")
