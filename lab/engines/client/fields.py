@@ -10,6 +10,7 @@ values and an error otherwise (the request would silently run with other samplin
 """
 from __future__ import annotations
 
+import json
 import re
 
 from lab.engines.base import Sampling
@@ -79,3 +80,27 @@ def refused_fields(message: str, sent: set[str]) -> set[str]:
 def sent_sampling(fields: dict) -> dict:
     """The sampling fields of a request as recorded in a result file."""
     return {k: fields[k] for k in SAMPLING_FIELDS if k in fields}
+
+
+# Carried inside `transformers serve`'s per-request `generation_config` (which it applies whole,
+# instead of the model's generation_config.json with its `do_sample: false`), so a refusal of the
+# plain field does not matter there.
+GENERATION_CONFIG_CARRIES = ("repetition_penalty", "top_k", "min_p")
+
+
+def generation_config_field(sampling: Sampling, base: dict) -> str:
+    """`transformers serve`'s `generation_config` request field: the model's own generation config
+    (`base`: eos/pad ids …) with the request's full sampling, so temperature > 0 really samples."""
+    config = dict(base)
+    sample = float(sampling.temperature) > 0
+    config.update({
+        "do_sample": sample,
+        "temperature": float(sampling.temperature) if sample else None,
+        "top_p": float(sampling.top_p) if sample else None,
+        "top_k": int(sampling.top_k) if sample and sampling.top_k and int(sampling.top_k) > 0 else None,
+        "min_p": float(sampling.min_p) if sample and sampling.min_p else None,
+        "repetition_penalty": float(sampling.repetition_penalty),
+        "max_new_tokens": int(sampling.max_tokens),
+    })
+    config.pop("max_length", None)
+    return json.dumps({k: v for k, v in config.items() if v is not None}, sort_keys=True)

@@ -123,6 +123,7 @@ class ManagedEngine(EngineBase):
         ))
         client.name = self.name
         client.context_guard = self.context_guard()
+        client.generation_base = self.generation_base()
         client.load()
         self.client = client
         self.tokenizer = client.tokenizer
@@ -130,6 +131,11 @@ class ManagedEngine(EngineBase):
 
     def configured_max_model_len(self) -> int | None:
         """The context length the server was started with, when the lab chose it."""
+        return None
+
+    def generation_base(self) -> dict | None:
+        """The model's generation config, when the server needs it sent with every request to
+        apply the request's sampling (`transformers serve`); None when it takes the fields."""
         return None
 
     def context_guard(self) -> tuple[int, str] | None:

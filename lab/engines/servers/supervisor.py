@@ -90,7 +90,8 @@ def _spawn(argv: list[str], env: dict, log_file) -> subprocess.Popen:
 class ManagedServer:
     """A supervised server process: start, wait until it answers, watch, stop, restart.
 
-    `build_argv(port)` returns the command for a port; `env` is added to the lab's environment.
+    `build_argv(port)` returns the command for a port; `env` is added to the lab's environment
+    (a value of None removes that variable).
     Thread-safe; `state` notices a process that died on its own (-> crashed, exit code kept)."""
 
     def __init__(
@@ -99,7 +100,7 @@ class ManagedServer:
         build_argv: ArgvBuilder,
         log_path: str | Path,
         *,
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
         ready_timeout: float = 600.0,
         stop_grace: float = 10.0,
         ready_paths: tuple[str, ...] = READY_PATHS,
@@ -200,7 +201,7 @@ class ManagedServer:
             self.port = free_port()
             self.argv = [str(a) for a in self.build_argv(self.port)]
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, **self.env}
+            env = {k: v for k, v in {**os.environ, **self.env}.items() if v is not None}  # None: unset
             with open(self.log_path, "ab") as log:
                 log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} lab starts: {' '.join(self.argv)}\n".encode())
                 log.flush()

@@ -18,7 +18,7 @@ from lab.engines.common import EngineConfig, model_lora_name
 from lab.engines.loading import check_model_source
 from lab.engines.servers.flags import option_flags
 from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
-from lab.engines.context import read_context_length
+from lab.engines.context import model_generation_config, read_context_length
 from lab.engines.spec import as_number
 from lab.errors import EngineSpecError
 
@@ -69,6 +69,7 @@ class TransformersServeEngine(ManagedEngine):
         asked = self.options.pop("max_model_len", None)
         self.asked_max_model_len = int(as_number(asked, "max_model_len", int)) if asked is not None else None
         self.context: tuple[int, str] | None = (self.asked_max_model_len, "max_model_len option") if asked else None
+        self._generation_base: dict | None = None
 
     def prepare(self) -> None:
         self.model_source = check_model_source(self.model_id)
@@ -80,6 +81,13 @@ class TransformersServeEngine(ManagedEngine):
 
     def context_guard(self) -> tuple[int, str] | None:
         return self.context
+
+    def generation_base(self) -> dict:
+        """The model's generation config (eos/pad/bos ids …): `transformers serve` applies it with
+        the request's sampling only when the request carries it whole (else do_sample: false wins)."""
+        if self._generation_base is None:
+            self._generation_base = model_generation_config(self.model_source)
+        return self._generation_base
 
     def server_argv(self, port: int) -> list[str]:
         return transformers_serve_argv(transformers_executable(), self.model_source, port, device=self.device,

@@ -251,10 +251,10 @@ class VLLMServerEngine(ManagedEngine):
         elif not self.on_cpu and self.gpu_memory_utilization is None:
             self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
 
-    def server_env(self) -> dict[str, str]:
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, self.gpus))} if self.gpus else {}
+    def server_env(self) -> dict[str, str | None]:
+        env: dict[str, str | None] = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, self.gpus))} if self.gpus else {}
         if self.on_cpu:
-            env["VLLM_CPU_KVCACHE_SPACE"] = ""  # would override --kv-cache-memory-bytes
+            env["VLLM_CPU_KVCACHE_SPACE"] = None  # unset: it would override --kv-cache-memory-bytes
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
         return env
