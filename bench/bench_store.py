@@ -78,7 +78,7 @@ def import_costs(root: Path, results: Path, files: Path) -> tuple[float, float]:
         store.close()
     finally:
         importer.with_equiv_columns = real
-    equiv_score._scored.clear()
+    getattr(equiv_score, "_scored", {}).clear()
     store = open_store(root / "equiv.duckdb", results)
     t0 = time.perf_counter()
     import_path(store, files)
