@@ -14,7 +14,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
+    "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
 }
+NO_SERVERS = {"equiv"}  # commands that never start a model server: no engines imported
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -33,9 +35,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    from lab.engines.servers import install_exit_handlers
+    if args.command not in NO_SERVERS:
+        from lab.engines.servers import install_exit_handlers
 
-    install_exit_handlers()  # managed model servers stop with the command
+        install_exit_handlers()  # managed model servers stop with the command
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:
