@@ -246,6 +246,7 @@ class LabContext:
                 if entry.spec in (spec, self.shown_text(spec)):
                     return entry.name
             self.sessions.check_room(session)
+            self.pool.check_allowed(spec, visitor=True)
         name = self.pool.add(spec)
         if session:
             self.sessions.add(session, name)
@@ -262,7 +263,15 @@ class LabContext:
         return names
 
     def restart_engine(self, name: str) -> None:
-        """Restart a managed engine's server; its cached columns go."""
+        """Restart a managed engine's server; its cached columns go. In public mode a visitor
+        may restart only the engines it added (like unloading)."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session and not self.sessions.owns(session, name):
+            if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
+                raise LabError(f"'{name}' is one of the owner's engines; visitors cannot restart it")
+            raise LabError(f"no engine named '{name}' among your engines")
         self.pool.restart(name)
         self.forget_engine(name)
 
