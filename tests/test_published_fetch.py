@@ -130,7 +130,7 @@ def test_retry_resumes_within_one_fetch(tmp_path):
 def test_sha256_mismatch_is_rejected(tmp_path):
     entry = entry_named(SMOKE)
     files = catalogue_files()
-    files[url_path(entry)] = files[url_path(entry)].replace(b'"model"', b'"model" ', 1)  # valid JSON, other bytes
+    files[url_path(entry)] = files[url_path(entry)].replace(b'"model"', b'"Model"', 1)  # same size, other bytes
     with published_server(files) as (base, _):
         report = pub.fetch_entries([entry], tmp_path, base=base, progress=False)
     assert len(report.failed) == 1 and "sha256" in report.failed[0][1]

@@ -14,12 +14,14 @@ import hashlib
 import json
 import os
 import threading
+import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.data.published_catalogue import Entry, Run, load_catalogue, runs_of, series_names
+from lab.data.published_catalogue import ASSETS, Entry, Run, load_catalogue, runs_of, series_names
 from lab.errors import LabError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
@@ -27,6 +29,19 @@ MAX_IN_FLIGHT = 4
 ATTEMPTS = 3
 PUBLISHED_FOLDER = "published"  # under the results folder
 ProgressFn = Callable[[int, int | None], None]
+LIMITS_PATH = ASSETS / "fetch.yaml"
+LIMITS_ENV = "LAB_PUBLISHED_FETCH_LIMITS"
+
+
+def fetch_limits() -> dict:
+    """The fetch limits (assets/published/fetch.yaml, or the file LAB_PUBLISHED_FETCH_LIMITS names)."""
+    import yaml
+
+    path = Path(os.environ.get(LIMITS_ENV) or LIMITS_PATH)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise LabError(f"{LIMITS_ENV}={path}: cannot read the fetch limits ({type(exc).__name__})") from None
 
 
 def base_url() -> str:
@@ -134,49 +149,105 @@ def _verify(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
     if expected_sha and sha != expected_sha:
         raise LabError(f"{entry.path}: sha256 {sha[:12]}… does not match the expected {expected_sha[:12]}…; "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL, then fetch again)")
+    from lab.runs.resultfile import parse_result_bytes
+
     try:
         data = json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise LabError(f"{entry.path}: the server did not send JSON ({type(exc).__name__}: {exc}); "
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:120]}"
+        raise LabError(f"{entry.path}: the server did not send JSON ({why}); "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL)") from None
     if not isinstance(data, dict) or not isinstance(data.get("per_step"), list):
         raise LabError(f"{entry.path}: not a result file (no per_step list); the download was discarded")
+    parse_result_bytes(content, entry.path)  # every field the lab reads: types, finite numbers
+    if not data["per_step"]:
+        raise LabError(f"{entry.path}: a run with no steps (per_step is empty); the download was discarded")
+    low, high = fetch_limits()["score_range"]
+    f1 = (data.get("aggregate") or {}).get("avg_command_f1")
+    if f1 is not None and not low <= f1 <= high:
+        raise LabError(f"{entry.path}: field 'aggregate.avg_command_f1' is {f1!r}, outside {low}..{high}; "
+                       "the download was discarded")
     return file_facts(content, data)
+
+
+class _Decoder:
+    """Bytes of a response as sent (`iter_raw`), decoded here so that no chunk can grow past `room`
+    bytes (a gzip bomb is cut at the cap, not after it is in memory)."""
+
+    def __init__(self, encoding: str, allowed: list[str], name: str) -> None:
+        self.name = name
+        encoding = encoding.strip().lower()
+        if encoding in ("", "identity"):
+            self._z = None
+        elif encoding in allowed:
+            self._z = zlib.decompressobj(47 if "gzip" in encoding else 15)
+        else:
+            raise LabError(f"{name}: the server sent content encoding '{encoding[:40]}', which the lab does not read")
+
+    def feed(self, raw: bytes, room: int) -> bytes:
+        if self._z is None:
+            return raw
+        try:
+            out = self._z.decompress(raw, room + 1)
+        except zlib.error as exc:
+            raise LabError(f"{self.name}: the server's gzip/deflate body does not decode ({exc})") from None
+        return out
+
+
+def _next_url(entry: Entry, url: str, resp, base: str, hops: int, limit: int) -> str:
+    """Where a redirect points, when it may be followed: the configured base only, `limit` hops at most."""
+    from urllib.parse import urljoin, urlsplit
+
+    if hops >= limit:
+        raise LabError(f"{entry.path}: more than {limit} redirects (a redirect loop?); nothing was kept")
+    target = urljoin(url, resp.headers.get("location", ""))
+    want, got = urlsplit(base), urlsplit(target)
+    if (got.scheme, got.hostname, got.port) != (want.scheme, want.hostname, want.port):
+        raise LabError(f"{entry.path}: the server redirects to {got.scheme}://{got.netloc}, which is not the "
+                       "configured LAB_PUBLISHED_BASE_URL; not followed")
+    return target
 
 
 def _download(client, entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
               attempts: int) -> None:
     import httpx
 
+    limits = fetch_limits()
+    deadline = time.monotonic() + float(limits["file_deadline_s"])
+    cap = cache.known(entry).get("size") or entry.size or int(limits["max_file_bytes"])
     target = cache.file(entry)
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
-    url = url_of(entry, base)
     last: Exception | None = None
     for _ in range(max(attempts, 1)):
         have = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
+        headers["Accept-Encoding"] = ", ".join(["identity", *limits["encodings"]])
+        url, hops = url_of(entry, base), 0
         try:
-            with client.stream("GET", url, headers=headers) as resp:
-                if resp.status_code == 416 and have:  # the part file is already complete
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s "
+                                   "(the per-file deadline); run the fetch again to resume it")
+                wait = httpx.Timeout(min(float(limits["read_timeout_s"]), left))
+                with client.stream("GET", url, headers=headers, timeout=wait) as resp:
+                    if resp.is_redirect:
+                        url, hops = _next_url(entry, url, resp, base, hops, int(limits["max_redirects"])), hops + 1
+                        continue
+                    _receive(entry, resp, part, have, cap, deadline, limits, progress, report, url)
                     break
-                if resp.status_code not in (200, 206):
-                    raise LabError(f"{entry.path}: HTTP {resp.status_code} from {url}")
-                mode = "ab" if resp.status_code == 206 and have else "wb"
-                if have and resp.status_code == 206 and entry.path not in report.resumed:
-                    report.resumed.append(entry.path)
-                if mode == "wb" and have:
-                    progress.add(-have)
-                with open(part, mode) as out:
-                    for chunk in resp.iter_bytes():  # as received: a cut leaves every byte read
-                        out.write(chunk)
-                        progress.add(len(chunk))
             last = None
             break
         except (httpx.TransportError, httpx.DecodingError) as exc:
             last = exc
+        except LabError:
+            part.unlink(missing_ok=True)
+            raise
+        if time.monotonic() >= deadline:
+            break
     if last is not None:
-        raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {last}); "
+        raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
     content = part.read_bytes()
     try:
@@ -189,6 +260,36 @@ def _download(client, entry: Entry, cache: Cache, base: str, progress: _Progress
     report.downloaded.append(entry.path)
 
 
+def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: float, limits: dict,
+             progress: _Progress, report: FetchReport, url: str) -> None:
+    """Write one response's decoded body into `part`, within the size cap and the file's deadline."""
+    if resp.status_code == 416 and have:  # the part file is already complete
+        return
+    if resp.status_code not in (200, 206):
+        raise LabError(f"{entry.path}: HTTP {resp.status_code} from {url}")
+    encoding = resp.headers.get("content-encoding", "")
+    resume = resp.status_code == 206 and have and not encoding.strip()
+    if resume and entry.path not in report.resumed:
+        report.resumed.append(entry.path)
+    if not resume and have:
+        progress.add(-have)
+        have = 0
+    decoder = _Decoder(encoding, [str(e) for e in limits["encodings"]], entry.path)
+    written = have
+    with open(part, "ab" if resume else "wb") as out:
+        for raw in resp.iter_raw():  # as received: a cut leaves every byte read
+            chunk = decoder.feed(raw, cap - written)
+            written += len(chunk)
+            if written > cap:
+                raise LabError(f"{entry.path}: larger than {cap} bytes once decoded (the size the catalogue "
+                               "knows, or max_file_bytes); the download was discarded")
+            out.write(chunk)
+            progress.add(len(chunk))
+            if time.monotonic() > deadline:
+                raise LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s "
+                               "(the per-file deadline); the download was discarded")
+
+
 def fetch_entries(
     entries: Iterable[Entry],
     cache_dir: str | Path,
@@ -197,7 +298,7 @@ def fetch_entries(
     progress: bool = True,
     on_progress: ProgressFn | None = None,
     attempts: int = ATTEMPTS,
-    timeout: float = 60.0,
+    timeout: float | None = None,
 ) -> FetchReport:
     """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched."""
     import httpx
@@ -230,7 +331,8 @@ def fetch_entries(
     sizes = [cache.known(e).get("size") or e.size for e in todo]
     bar = _Progress(None if None in sizes else sum(sizes), progress, on_progress)
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
+        read_timeout = timeout if timeout is not None else float(fetch_limits()["read_timeout_s"])
+        with httpx.Client(timeout=read_timeout, follow_redirects=False) as client, \
                 ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
             futures = {pool.submit(_download, client, e, cache, base, bar, report, attempts): e for e in todo}
             for future, entry in futures.items():

@@ -175,9 +175,13 @@ def audit_answer(ctx: LabContext, request: str) -> str:
     from lab.ui.render_html import audit_summary
 
     try:
-        name, key = json.loads(request or "")
-    except (ValueError, TypeError):
+        parsed = json.loads(request or "") if isinstance(request, str) else None
+    except (ValueError, TypeError, RecursionError):
+        parsed = None
+    if not (isinstance(parsed, list) and len(parsed) == 2 and all(isinstance(p, str) for p in parsed)):
+        gr.Warning("prompt_audit: give JSON [engine name, step key], two strings")
         return ""
+    name, key = parsed
     step = ctx.replay.by_key.get(key) if ctx.replay else None
     entry = next((e for e in ctx.engine_entries() if e.name == name), None)
     if step is None or entry is None:
@@ -186,6 +190,13 @@ def audit_answer(ctx: LabContext, request: str) -> str:
         audit = column_audit(ctx, entry, step, compute=True) or AuditView(
             AUDIT_ERROR, error=f"engine '{name}' is not ready ({entry.state})")
     return json.dumps([name, key, audit.state, audit_summary(audit), render_audit_body(audit)])
+
+
+def step_key_argument(key: object) -> str | None:
+    """A handler's step argument: a step key (text) or None; anything else is one-line gr.Error."""
+    if key is None or isinstance(key, str):
+        return key
+    raise gr.Error(f"the step must be a step key (text), got {type(key).__name__}", print_exception=False)
 
 
 def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, views: list[EngineView], full: bool,
@@ -382,7 +393,8 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     """Lay out the Compare tab and wire its events."""
     with gr.Tab("Compare", id="compare") as tab:
         notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
-        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary")
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary",
+                             elem_id="lab-download-replay")
         with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
             first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
             task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
@@ -418,6 +430,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
         if ctx.replay is None:
@@ -432,6 +445,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
             # A press made before the previous move's answer arrived still carries the old step:
             # continue from where that move went, so `j j` moves two steps even on a slow server.
+            key = step_key_argument(key)
             session = request.session_hash if request is not None else None
             last = moves.get(session) if session else None
             base = last[1] if last and last[0] == key else key
@@ -467,6 +481,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
+        if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
+            gr.Warning("This public deployment does not let visitors download or replace the replay.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         try:
             ctx.download_replay()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
@@ -496,7 +513,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
     audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
-        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden")
+        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
     return view
 
 

@@ -256,7 +256,12 @@ class LabContext:
         return name
 
     def add_engines(self, specs: list[str]) -> list[str]:
-        """Add several engines at once (vLLM engines split their GPU's memory budget)."""
+        """Add several engines at once (vLLM engines split their GPU's memory budget); a visitor's
+        go one by one, each checked and counted like `add_engine`."""
+        from lab.ui.session import current_session
+
+        if self.sessions is not None and current_session():
+            return [self.add_engine(spec) for spec in specs]
         names = self.pool.add_many(list(specs))
         for name in names:
             self.forget_engine(name)

@@ -68,7 +68,27 @@ def queue_options(settings: Settings) -> dict:
 
 def launch_limits(settings: Settings | None = None) -> dict:
     """launch() options: the upload route accepts at most LAB_MAX_UPLOAD; by default 1 MB
-    locally and 1 byte (closed) on a public deployment. The lab has no upload component, so
-    nothing legitimate is refused."""
+    locally and nothing at all on a public deployment (a limit of -1 bytes refuses empty and
+    1-byte files too). The lab has no upload component, so nothing legitimate is refused."""
     public = (settings or Settings()).public
-    return {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or ("1b" if public else "1mb")}
+    limits: dict = {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
+    if public and not os.environ.get("LAB_MAX_UPLOAD"):
+        from starlette.middleware import Middleware
+
+        limits["app_kwargs"] = {"middleware": [Middleware(RefuseUploads)]}  # empty files too
+    return limits
+
+
+class RefuseUploads:
+    """ASGI middleware of a public deployment: every POST to an upload route gets 413, whatever its size."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope.get("type") == "http" and scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/upload"):
+            from starlette.responses import PlainTextResponse
+
+            await PlainTextResponse("uploads are off on this public deployment", status_code=413)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
