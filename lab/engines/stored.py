@@ -12,7 +12,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
-from lab.runs.resultfile import coerce_units, read_result_file, scorer_for
+from lab.resultfiles.resultfile import coerce_units, read_result_file, scorer_for
 
 NOT_IN_RUN = "not in this run"
 

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
             engine.close()
-        from lab.runs.resultfile import read_result_file
+        from lab.resultfiles.resultfile import read_result_file
 
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "

@@ -86,8 +86,8 @@ def parse_result_bytes(content: bytes, name: str) -> dict:
 
 
 def check_result(data: object, name: str = "result") -> None:
-    """Validate a result dict with the one validator (lab.runs.resultschema)."""
-    from lab.runs.resultschema import validate_result
+    """Validate a result dict with the one validator (lab.resultfiles.schema)."""
+    from lab.resultfiles.schema import validate_result
 
     validate_result(data, name)
 

@@ -27,7 +27,7 @@ def _scalar_text(value: Any) -> Any:
 
 
 def _units(value: Any) -> Any:
-    from lab.runs.resultfile import coerce_units
+    from lab.resultfiles.resultfile import coerce_units
 
     if value is None or isinstance(value, str):
         return coerce_units(value)
