@@ -17,7 +17,7 @@ from lab.errors import LabError
 from lab.engines.base import Engine, Sampling
 from lab.prompts.render import RenderedPrompt
 from lab.runs.pipeline import StepResult, run_steps
-from lab.resultfiles.resultfile import coerce_units
+from lab.resultfiles.units import coerce_units
 from lab.settings import PROJECT_ROOT
 from lab.scoring.metrics import score_batch
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, sampled_rows, stability_aggregate
