@@ -20,14 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
     published = sub.add_parser("published", help="the public per-step result files: list, fetch, import")
-    import_module("lab.data.published_cli").add_arguments(published)
+    import_module("lab.published.cli").add_arguments(published)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.data import download_replay, load_replay
 
     if args.data_command == "published":
-        return import_module("lab.data.published_cli").run(args)
+        return import_module("lab.published.cli").run(args)
     settings = Settings()
     if args.data_command == "download":
         from lab.settings import LEGACY_REPLAY_URL

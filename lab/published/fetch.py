@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.data.published_catalogue import Entry, Run, load_catalogue, runs_of, series_names
+from lab.published.catalogue import Entry, Run, load_catalogue, runs_of, series_names
 from lab.errors import LabError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
