@@ -15,6 +15,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
 }
+# sub-commands that live in a higher layer than their parent command's module: parent -> name -> (module, help);
+# the parent's `add_arguments` returns its sub-parsers so they can be added here
+NESTED: dict[str, dict[str, tuple[str, str]]] = {
+    "data": {"published": ("lab.published.cli", "the public per-step result files: list, fetch, import")},
+}
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -26,7 +31,11 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.set_defaults(_module=module)
         if name == chosen:
-            importlib.import_module(module).add_arguments(sp)
+            nested = importlib.import_module(module).add_arguments(sp)
+            for sub_name, (sub_module, sub_help) in NESTED.get(name, {}).items():
+                ssp = nested.add_parser(sub_name, help=sub_help)
+                ssp.set_defaults(_module=sub_module)  # the sub-command's module runs it
+                importlib.import_module(sub_module).add_arguments(ssp)
     return parser
 
 
