@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--columns", type=int, default=8)
     args = parser.parse_args()
     from lab.published.fetch import fetch_and_import
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
     from lab.triage import SliceSpec, count_slice, refresh_step_flags, slice_steps
 
     template = json.loads(SOURCES[0].read_text())

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             else pub.select_runs(args.all, args.series, args.paths, entries))
     if not runs:
         raise LabError("nothing to fetch: name runs, --series NAME or --all")
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
 
     with open_store(settings, sync=False) as store:
         report = pub.fetch_and_import(store, runs, settings.cache_dir, settings.results_dir, progress=not args.quiet)

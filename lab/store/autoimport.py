@@ -14,7 +14,7 @@ from lab.settings import Settings
 
 def import_new_run(settings: Settings, path: str | Path) -> str:
     """Import `path` into the store of `settings`; returns a one-line message (never raises LabError)."""
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
     from lab.store.importer import import_file, run_id_of
 
     try:
