@@ -10,15 +10,14 @@ from typing import Any, Iterator
 import gradio as gr
 
 from lab.data.step import Step
-from lab.runs.pipeline import parse_reference
 from lab.ui.audit_panel import audit_answer, column_audits
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.legacy_column import scorer_badge_html
-from lab.ui.render_html import render_columns, render_context, render_f1_gap, render_notice
+from lab.ui.render_html import esc, render_columns, render_context, render_f1_gap, render_notice
 from lab.ui.run_picker import build_run_picker, wire_run_picker
 from lab.ui.samples_panel import build_samples_panel
-from lab.ui.step_data import answer_step, engine_view, heat_choices, heatmap_for
-from lab.ui.step_view import RUNNING, EngineView, build_step_view, engine_view_state, f1_gap
+from lab.ui.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
+from lab.ui.step_view import RUNNING, EngineView, engine_view_state, f1_gap
 from lab.ui.whatif_view import build_whatif_view
 
 # Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
@@ -132,24 +131,22 @@ class StepOutputs:
 
 def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
     """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
-    step = ctx.replay.by_key.get(key) if ctx.replay and key else None
-    if step is None:
-        key = ctx.step_keys()[0]
-        step = ctx.replay.by_key[key]
-    entries = ctx.engine_entries()
-    views = [engine_view(ctx, e, step) for e in entries]
-    view = build_step_view(step, views, parse_reference(step))
-    fig, heat_spec = heatmap_for(ctx, step, views, heat_engine)
+    return outputs_of(ctx, step_data(ctx, key, heat_engine), full)
+
+
+def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
+    """A step's data as the HTML and choices a step switch sends."""
+    step, entries, views = data.step, data.entries, data.views
     return StepOutputs(
         task_id=step.task_id,
         step_choices=step_choices(ctx, step.task_id),
         step_key=step.key,
-        context_html=render_context(view, full),
+        context_html=render_context(data.view, full),
         columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
-        f1_html=render_f1_gap(view.f1_gap),
+        f1_html=render_f1_gap(data.view.f1_gap),
         heat_choices=heat_choices(views),
-        heat_engine=heat_spec,
-        heat_figure=fig,
+        heat_engine=data.heat_engine,
+        heat_figure=data.heat_figure,
     )
 
 
@@ -205,15 +202,9 @@ def no_replay_panel(ctx: LabContext) -> str:
         f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
         "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
         "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
-        f"from then on.</p><p class='lab-muted'>source: <code>{_esc(url)}</code></p>",
+        f"from then on.</p><p class='lab-muted'>source: <code>{esc(url)}</code></p>",
         "warn",
     )
-
-
-def _esc(text: str) -> str:
-    from lab.ui.render_html import esc
-
-    return esc(text)
 
 
 def build_compare_tab(ctx: LabContext) -> CompareTab:
@@ -252,7 +243,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
-    wire_run_picker(ctx, picker, view, step, tab)
+    wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):

@@ -1,8 +1,14 @@
-"""One step's engine columns: each engine's cached, instant or pending answer, and the similarity heatmap."""
+"""One step's data for Compare, built once per step switch: the step, each engine's column (cached,
+instant or pending answer), the reference parsed once, the step view and the similarity heatmap.
+The Compare tab and the views beside it (run picker, what-if, samples) receive it or use these helpers."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from lab.data.step import Step
 from lab.runs.pipeline import parse_reference, run_steps
+from lab.scoring.action import ParsedAction
 from lab.ui.context import EngineEntry, LabContext
 from lab.ui.heatmap import heatmap_figure
 from lab.ui.legacy_column import answer_legacy_step, is_legacy
@@ -13,6 +19,8 @@ from lab.ui.step_view import (
     LOADING,
     PENDING,
     EngineView,
+    StepView,
+    build_step_view,
     engine_view_from_result,
     engine_view_state,
 )
@@ -60,14 +68,42 @@ def pick_heat_engine(views: list[EngineView], wanted: str | None) -> EngineView 
     return (non_ref or ready or [None])[0]
 
 
-def heatmap_for(ctx: LabContext, step: Step, views: list[EngineView], wanted: str | None):
-    """The heatmap figure (cached per engine and step) and the engine it shows."""
+def heatmap_for(ctx: LabContext, step: Step, views: list[EngineView], wanted: str | None,
+                ref: ParsedAction | None = None):
+    """The heatmap figure (cached per engine and step) and the engine it shows; `ref` is the step's
+    parsed reference when the caller has it already."""
     view = pick_heat_engine(views, wanted)
     if view is None:
         return None, None
     cache_key = ("heatmap", view.name, step.key)
     fig = ctx.views.get(cache_key)
     if fig is None:
-        fig = heatmap_figure(view.pred_units, parse_reference(step).command_units, view.name)
+        ref = ref if ref is not None else parse_reference(step)
+        fig = heatmap_figure(view.pred_units, ref.command_units, view.name)
         ctx.views.put(cache_key, fig)
     return fig, view.name
+
+
+@dataclass
+class StepData:
+    """Everything Compare knows about one step, computed once per step switch."""
+
+    step: Step
+    entries: list[EngineEntry]
+    views: list[EngineView]  # one column per engine, in the engines' order
+    ref: ParsedAction  # the reference, parsed once
+    view: StepView  # context, F1 gap
+    heat_figure: Any
+    heat_engine: str | None
+
+
+def step_data(ctx: LabContext, key: str | None, heat_engine: str | None = None) -> StepData:
+    """The data of step `key` (the first step when `key` is unknown); stored and reference engines answer now."""
+    step = ctx.replay.by_key.get(key) if ctx.replay and key else None
+    if step is None:
+        step = ctx.replay.by_key[ctx.step_keys()[0]]
+    entries = ctx.engine_entries()
+    views = [engine_view(ctx, e, step) for e in entries]
+    ref = parse_reference(step)
+    fig, heat_spec = heatmap_for(ctx, step, views, heat_engine, ref)
+    return StepData(step, entries, views, ref, build_step_view(step, views, ref), fig, heat_spec)
