@@ -242,12 +242,12 @@ class VLLMServerEngine(ManagedEngine):
 
     # --- server -----------------------------------------------------------------------------
     def prepare(self) -> None:
+        self.model_source = check_model_source(self.model_id)
         exe = vllm_executable()
         if not (shutil.which(exe) or Path(exe).is_file()):
             where = f"LAB_VLLM={exe} does not exist" if os.environ.get("LAB_VLLM") else "no `vllm` on PATH and LAB_VLLM is not set"
             raise EngineLoadError(f"cannot start '{exe}' for {self.name}: vLLM is not installed here ({where}); "
                                   f"{self.MISSING_HINT}")
-        self.model_source = check_model_source(self.model_id)
         if self.lora:
             folder = local_adapter(self.lora)
             self.adapter = (self.lora_name, folder, adapter_rank(folder))
