@@ -112,7 +112,7 @@ class OpenAIEngine(EngineBase):
         owners = {r.owner for r in self.replicas.replicas if r.owner}
         return "shorten" if owners == {"vllm"} and self.context_guard is None else "reject"
 
-    def _refusal(self, prompt: str, sampling: Sampling) -> str | None:
+    def refusal(self, prompt: str, sampling: Sampling) -> str | None:
         """The lab's own refusal of an over-long prompt, for servers that would not refuse it."""
         if self.context_guard is None or self.tokenizer is None:
             return None
@@ -265,13 +265,7 @@ class OpenAIEngine(EngineBase):
         results: list = [None] * len(requests)
         if not requests:
             return results
-        todo = []
-        for i, request in enumerate(requests):
-            refusal = self._refusal(request.prompt, sampling)
-            if refusal:
-                self.finish(i, Completion(text="", error=refusal, finish_reason="refused"), results, on_done)
-            else:
-                todo.append(i)
+        todo = self.admit(requests, sampling, results, on_done)
         if not todo:
             return results
         workers = min(self.concurrency, len(todo))
