@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.data import published as pub
-from lab.data.published_catalogue import load_catalogue, runs_of
+from lab.published import fetch as pub
+from lab.published.catalogue import load_catalogue, runs_of
 from tests.helpers_app import lab_env, run_lab_cli
 from tests.paths import TB2LITE
 from tests.test_store_common import make_results_dir

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.data.published_catalogue import ASSETS, Entry, Run, load_catalogue, runs_of, series_names
+from lab.published.catalogue import ASSETS, Entry, Run, load_catalogue, runs_of, series_names
 from lab.errors import LabError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
@@ -96,7 +96,7 @@ class Cache:
 
 def file_facts(content: bytes, data: dict) -> dict:
     """size, sha256, model, score, steps and scoring version of one downloaded result file."""
-    from lab.runs.resultfile import scoring_version
+    from lab.resultfiles.resultfile import scoring_version
 
     aggregate = data.get("aggregate") if isinstance(data.get("aggregate"), dict) else {}
     f1 = aggregate.get("avg_command_f1")
@@ -149,7 +149,7 @@ def _verify(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
     if expected_sha and sha != expected_sha:
         raise LabError(f"{entry.path}: sha256 {sha[:12]}… does not match the expected {expected_sha[:12]}…; "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL, then fetch again)")
-    from lab.runs.resultfile import parse_result_bytes
+    from lab.resultfiles.resultfile import parse_result_bytes
 
     try:
         data = json.loads(content.decode("utf-8"))
@@ -382,7 +382,7 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
 
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
-    from lab.runs.resultfile import scorer_for
+    from lab.resultfiles.resultfile import scorer_for
     from lab.scoring.aggregate import aggregate_scores
 
     seen, per_step = set(), []
