@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 
 import httpx
 import pytest
@@ -35,6 +36,9 @@ VISITOR_MAY_CALL = {
     "/whatif_run": True, "/whatif_replay": True, "/whatif_export": True,  # the visitor's session store
     "/fetch_published": False,  # would write into the owner's results/published
 }
+
+
+CLIENT_SHARE, IDLE_S = 4, 6
 
 
 class _Counter(http.server.BaseHTTPRequestHandler):
@@ -68,8 +72,11 @@ def engines_lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile-lab")
     results = make_results_dir(root)
     write_stored_run(results / "runs" / "mine.json", "mine")
+    for i in range(6):
+        write_stored_run(results / "runs" / f"held{i}.json", f"held{i}")
     env = lab_env(LAB_PUBLIC="1", LAB_ALLOW_ENGINES="1", LAB_ENGINE_HOSTS="localhost", LAB_RESULTS=str(results),
-                  HF_HUB_OFFLINE="1")
+                  HF_HUB_OFFLINE="1", LAB_CLIENT_MAX_ENGINES=str(CLIENT_SHARE), LAB_VISITOR_IDLE_S=str(IDLE_S),
+                  LAB_VISITOR_SWEEP_S="0.5")
     args = ["--results", str(results), "--replay", str(EXCERPT), "--engine", "reference"]
     with app_process(args, root / "app.log", env) as (url, proc):
         yield url, results, root
@@ -161,9 +168,15 @@ def test_visitor_cannot_download_or_replace_the_replay(engines_lab):
     button = next(c["id"] for c in config["components"] if (c.get("props") or {}).get("elem_id") == "lab-download-replay")
     download = [i for i, d in enumerate(config["dependencies"]) if [button, "click"] in d.get("targets", [])]
     assert download, "the download button's event"
-    # gradio_client will not call a private event; a browser's queue/join does
-    session = "hostile-download"
-    joined = httpx.post(f"{url}gradio_api/queue/join", json={"data": [], "fn_index": download[0], "trigger_id": button,
+    messages = private_call(url, download[0], [], button, "hostile-download")
+    logs = [m.get("log", "") for m in messages if m.get("msg") == "log"]
+    assert any("does not let visitors" in text for text in logs), messages
+
+
+def private_call(url: str, fn_index: int, data: list, trigger: int, session: str) -> list[dict]:
+    """Call an event that has no API name as a browser does (gradio_client refuses those):
+    queue/join, then read the session's event stream until the event completes."""
+    joined = httpx.post(f"{url}gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "trigger_id": trigger,
                                                             "session_hash": session, "event_data": None}, timeout=30)
     assert joined.status_code == 200, joined.text
     messages = []
@@ -173,8 +186,45 @@ def test_visitor_cannot_download_or_replace_the_replay(engines_lab):
                 messages.append(json.loads(line[5:]))
                 if messages[-1].get("msg") == "process_completed":
                     break
-    logs = [m.get("log", "") for m in messages if m.get("msg") == "log"]
-    assert any("does not let visitors" in text for text in logs), messages
+    return messages
+
+
+def test_samples_stay_in_the_visitors_session(engines_lab):
+    """Visitor A samples on the owner's engine; visitor B's Samples panel (every way it is filled:
+    the page load and the step picker's change event) never shows A's samples."""
+    url, _, _ = engines_lab
+    a = visitor(url)
+    key = a.predict(None, False, None, api_name="/show_step")[1]["value"]
+    mine = a.predict(key, 2, "", "", 0, api_name="/sample_step")
+    assert "reference" in mine and "lab-sample" in mine
+    config = httpx.get(f"{url}config", timeout=30).json()
+    panel = next(c["id"] for c in config["components"] if (c.get("props") or {}).get("elem_id") == "lab-samples")
+    fills = [(i, d) for i, d in enumerate(config["dependencies"]) if d.get("outputs") == [panel]
+             and d.get("api_name") != "sample_step"]
+    assert fills, "the events that fill the Samples panel"
+    for i, dep in fills:
+        trigger = (dep.get("targets") or [[None]])[0][0]
+        data = [key] if dep.get("inputs") else []
+        done = private_call(url, i, data, trigger, f"visitor-b-{i}")[-1]
+        shown = json.dumps(done.get("output", {}).get("data"))
+        assert done.get("success") and "reference" not in shown, shown[:500]
+
+
+def test_one_client_holds_its_share_and_idle_engines_go(engines_lab):
+    url, results, _ = engines_lab
+    first, second = visitor(url), visitor(url)  # two sessions of one client (127.0.0.1)
+    held = []
+    for guest, files in ((first, range(0, 3)), (second, range(3, 6))):
+        for i in files:
+            table = call(guest, f"stored:{results / 'runs' / f'held{i}.json'}", api_name="/add_engine")[0]
+        held.append([n for n in engine_names(table[0]) if n != "reference"])
+    assert len(held[0]) == 3 and len(held[0]) + len(held[1]) == CLIENT_SHARE, held
+    _, lines = call(second, f"stored:{results / 'runs' / 'held5.json'}", api_name="/add_engine")
+    assert any("at most" in line and "client" in line for line in lines), lines
+    time.sleep(IDLE_S + 2)  # no request from either session: their engines are unloaded
+    for guest in (first, second):
+        table = call(guest, "", api_name="/add_engine")[0]
+        assert engine_names(table[0]) == ["reference"]
 
 
 @pytest.mark.parametrize("size", [0, 1, 2])

@@ -217,9 +217,11 @@ class LabContext:
             entries.append(entry_from_status(row, engine))
         if self.sessions is None:
             return entries
-        from lab.ui.session import current_session
+        from lab.ui.session import current_client, current_session
 
-        visible = set(self.sessions.visible([e.name for e in entries], current_session()))
+        session = current_session()
+        self.sessions.touch(session, current_client())  # every handler that shows engines is activity
+        visible = set(self.sessions.visible([e.name for e in entries], session))
         return [self._shown_entry(e) for e in entries if e.name in visible]
 
     def shown_text(self, text: str | None) -> str | None:
@@ -242,7 +244,7 @@ class LabContext:
 
         session = current_session() if self.sessions is not None else None
         if session:
-            for entry in self.engine_entries():  # the owner's and this visitor's engines
+            for entry in self.engine_entries():  # also records the session's client and activity  # the owner's and this visitor's engines
                 if entry.spec in (spec, self.shown_text(spec)):
                     return entry.name
             self.sessions.check_room(session)
