@@ -3,10 +3,8 @@ system prompt, re-run the edited step on every engine, replay saved edits, expor
 from __future__ import annotations
 
 import queue
-import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -259,8 +257,9 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
 
     def on_export(request: gr.Request | None = None):
         keeper = keeper_for(ctx, session_of(request))
-        folder = Path(tempfile.mkdtemp(prefix="lab-whatif-"))
-        path = folder / "whatifs.jsonl"
+        from lab.ui.exports import EXPORTS  # short-lived, swept folders, removed at exit like the others
+
+        path = EXPORTS.new_dir() / "whatifs.jsonl"
         with path.open("w", encoding="utf-8") as handle:
             n = export_jsonl(keeper, handle)
         gr.Info(f"exported {n} what-if edit(s)")
