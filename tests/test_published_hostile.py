@@ -179,6 +179,18 @@ def test_slow_drip_and_silent_servers_meet_the_file_deadline(tmp_path):
     assert_refused(out, results, tmp_path / "drip", run, "deadline")
     assert took < 30, took
 
+    def drip_headers(h):  # a status line, then a header line every second: each read succeeds
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(60):
+            h.wfile.write(b"X-Wait: 1\r\n")
+            h.wfile.flush()
+            time.sleep(1)
+
+    with hostile_server(drip_headers) as (base, _):
+        out, took, results = fetch(tmp_path / "headers", base, run, file_deadline_s=3, read_timeout_s=2)
+    assert_refused(out, results, tmp_path / "headers", run, "deadline")
+    assert took < 30, took
+
     with hostile_server(lambda h: time.sleep(30)) as (base, hits):  # accepts, never answers
         out, took, results = fetch(tmp_path / "silent", base, run, file_deadline_s=3, read_timeout_s=2)
     assert_refused(out, results, tmp_path / "silent", run)

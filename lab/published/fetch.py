@@ -208,44 +208,86 @@ def _next_url(entry: Entry, url: str, resp, base: str, hops: int, limit: int) ->
     return target
 
 
-def _download(client, entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
-              attempts: int) -> None:
+class _Watchdog:
+    """Shuts a file's connection down at its deadline, whatever phase it is in (a server that drips
+    its headers a byte at a time never trips a per-read timeout). httpcore's trace hook hands over
+    the socket when the connection opens."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def trace(self, name: str, info: dict) -> None:
+        if name == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            sock = info["return_value"].get_extra_info("socket")
+            if sock is not None:
+                self.cancel()
+                self._timer = threading.Timer(max(self.deadline - time.monotonic(), 0.0), self._fire, (sock,))
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _fire(self, sock) -> None:
+        import socket
+
+        self.fired = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
+              attempts: int, read_timeout: float) -> None:
+    """One file, on its own connection (so that its deadline closes nothing else)."""
     import httpx
 
     limits = fetch_limits()
     deadline = time.monotonic() + float(limits["file_deadline_s"])
+    late = LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s (the per-file deadline); "
+                    "the download was discarded")
     cap = cache.known(entry).get("size") or entry.size or int(limits["max_file_bytes"])
     target = cache.file(entry)
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
     last: Exception | None = None
-    for _ in range(max(attempts, 1)):
-        have = part.stat().st_size if part.exists() else 0
-        headers = {"Range": f"bytes={have}-"} if have else {}
-        headers["Accept-Encoding"] = ", ".join(["identity", *limits["encodings"]])
-        url, hops = url_of(entry, base), 0
+    dog = _Watchdog(deadline)
+    with httpx.Client(timeout=read_timeout, follow_redirects=False) as client:
         try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s "
-                                   "(the per-file deadline); run the fetch again to resume it")
-                wait = httpx.Timeout(min(float(limits["read_timeout_s"]), left))
-                with client.stream("GET", url, headers=headers, timeout=wait) as resp:
-                    if resp.is_redirect:
-                        url, hops = _next_url(entry, url, resp, base, hops, int(limits["max_redirects"])), hops + 1
-                        continue
-                    _receive(entry, resp, part, have, cap, deadline, limits, progress, report, url)
+            for _ in range(max(attempts, 1)):
+                have = part.stat().st_size if part.exists() else 0
+                headers = {"Range": f"bytes={have}-"} if have else {}
+                headers["Accept-Encoding"] = ", ".join(["identity", *limits["encodings"]])
+                url, hops = url_of(entry, base), 0
+                try:
+                    while True:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise late
+                        wait = httpx.Timeout(min(read_timeout, left))
+                        with client.stream("GET", url, headers=headers, timeout=wait,
+                                           extensions={"trace": dog.trace}) as resp:
+                            if resp.is_redirect:
+                                url = _next_url(entry, url, resp, base, hops, int(limits["max_redirects"]))
+                                hops += 1
+                                continue
+                            _receive(entry, resp, part, have, cap, deadline, limits, progress, report, url)
+                            break
+                    last = None
                     break
-            last = None
-            break
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            last = exc
+                except (httpx.TransportError, httpx.DecodingError) as exc:
+                    last = exc
+                    if dog.fired or time.monotonic() >= deadline:
+                        raise late from None
         except LabError:
             part.unlink(missing_ok=True)
             raise
-        if time.monotonic() >= deadline:
-            break
+        finally:
+            dog.cancel()
     if last is not None:
         raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
@@ -301,8 +343,6 @@ def fetch_entries(
     timeout: float | None = None,
 ) -> FetchReport:
     """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched."""
-    import httpx
-
     cache, report, base = Cache(cache_dir), FetchReport(), base or base_url()
     todo = []
     for entry in dict.fromkeys(entries):
@@ -332,9 +372,8 @@ def fetch_entries(
     bar = _Progress(None if None in sizes else sum(sizes), progress, on_progress)
     try:
         read_timeout = timeout if timeout is not None else float(fetch_limits()["read_timeout_s"])
-        with httpx.Client(timeout=read_timeout, follow_redirects=False) as client, \
-                ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
-            futures = {pool.submit(_download, client, e, cache, base, bar, report, attempts): e for e in todo}
+        with ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
+            futures = {pool.submit(_download, e, cache, base, bar, report, attempts, read_timeout): e for e in todo}
             for future, entry in futures.items():
                 try:
                     future.result()
