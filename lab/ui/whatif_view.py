@@ -18,8 +18,9 @@ from lab.whatif.apply import field_spans, field_text
 from lab.whatif.edit import FieldEdit, WhatIf
 from lab.whatif.run import WhatIfResult, run_whatif
 from lab.whatif.store import DuckWhatIfStore, SessionWhatIfStore, WhatIfKeeper, export_jsonl
+from lab.whatif.validate import limits
 
-_SESSIONS = LRUCache(512)  # session hash -> SessionWhatIfStore (public labs)
+_SESSIONS = LRUCache(limits()["max_whatif_sessions"])  # session hash -> SessionWhatIfStore (public labs)
 _SHARED: dict[int, DuckWhatIfStore] = {}
 _SHARED_LOCK = threading.Lock()
 
