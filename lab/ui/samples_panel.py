@@ -117,7 +117,13 @@ def build_samples_panel(ctx: LabContext, step: gr.Dropdown) -> None:
                                placeholder="preset", elem_id="lab-samples-top-p", scale=2)
             seed = gr.Number(defaults.seed, label="seed of sample 0", precision=0, elem_id="lab-samples-seed", scale=1)
             go = gr.Button("Sample N on all engines", elem_id="lab-sample", scale=1)
-        panel = gr.HTML(render_samples([]), elem_id="lab-samples")  # filled per session when the step is shown
+        first = ctx.replay.steps[0].key if ctx.replay and ctx.replay.steps else None
+        panel = gr.HTML(render_samples([]), elem_id="lab-samples")
+    from gradio.context import Context
+
+    if Context.root_block is not None:  # filled at page load, for this session (no API name)
+        Context.root_block.load(lambda: render_samples(current_sets(ctx, first)), None, panel,
+                                api_visibility="private", show_progress="hidden")
 
     def on_step(key: str | None) -> str:
         return render_samples(current_sets(ctx, key))
