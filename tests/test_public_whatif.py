@@ -63,6 +63,14 @@ def test_exports_go_and_memory_is_bounded_in_bytes(tmp_path):
         # another visitor's session is its own
         other = run_logs(visitor(url).submit(KEY, "screen", "short edit", "", False, api_name="/whatif_run"))
         assert not any("cap of" in line for line in other), other
+        from gradio_client.exceptions import AppError
+
+        for args, api in ((([KEY], "screen", "x", "", False), "/whatif_run"), (({"a": 1}, "screen", "x", "", False),
+                          "/whatif_run"), ((KEY, ["screen"], "x", "", False), "/whatif_run"),
+                          (([1], "reference", False), "/whatif_replay")):
+            with pytest.raises(AppError) as err:
+                guest.predict(*args, api_name=api)
+            assert "must be text" in str(err.value) and "\n" not in str(err.value).strip()
         paths = [guest.predict(api_name="/whatif_export") for _ in range(N_EXPORTS)]
         assert all(paths)
         assert len(lab_folders(tmp)) <= 1  # one process-wide export area, not one folder per export

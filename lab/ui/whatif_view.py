@@ -59,6 +59,13 @@ def keeper_for(ctx: LabContext, session: str | None) -> WhatIfKeeper:
     return keeper
 
 
+def text_arguments(**values: object) -> None:
+    """The handlers' text arguments must be text (or empty): anything else is one-line gr.Error."""
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise gr.Error(f"what-if: '{name}' must be text, got {type(value).__name__}", print_exception=False)
+
+
 def where_kept(keeper: WhatIfKeeper) -> str:
     return ("kept in the store's whatif_* tables, never in a run's score" if keeper.shared
             else "kept in this browser session only (not written to the shared store)")
@@ -190,6 +197,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
         return request.session_hash if request is not None else None
 
     def on_step(key: str | None, request: gr.Request | None = None):
+        text_arguments(step=key)
         choices = field_choices(ctx, key)
         chosen = default_field(choices)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
@@ -200,6 +208,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
                 gr.update(choices=engine_choices(ctx), value=None), "")
 
     def on_field(key: str | None, name: str | None):
+        text_arguments(step=key, field=name)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
         if step_obj is None or not name:
             return gr.update()
@@ -211,6 +220,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
 
     def on_run(key: str | None, name: str | None, new_text: str, note_text: str, full: bool,
                request: gr.Request | None = None):
+        text_arguments(step=key, field=name, text=new_text, note=note_text)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
         if step_obj is None or not name:
             gr.Warning("Pick a step and a field to edit first.")
@@ -230,6 +240,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
                gr.update(choices=saved_choices(keeper, key), value=whatif.edit_id))
 
     def on_saved(edit_id: str | None, full: bool, request: gr.Request | None = None):
+        text_arguments(edit=edit_id)
         if not edit_id:
             return gr.update()
         try:
@@ -239,6 +250,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
             return gr.update()
 
     def on_replay(edit_id: str | None, engine_name: str | None, full: bool, request: gr.Request | None = None):
+        text_arguments(edit=edit_id, engine=engine_name)
         keeper = keeper_for(ctx, session_of(request))
         entry = next((e for e in ctx.engine_entries() if e.name == engine_name and e.state == "ready"), None)
         if not edit_id or entry is None:
