@@ -245,3 +245,23 @@ def test_malformed_handler_arguments_get_one_line(engines_lab):
         with pytest.raises(AppError) as err:
             guest.predict(key, False, None, api_name="/show_step")
         assert "step key" in str(err.value) and "\n" not in str(err.value).strip()
+
+
+def test_the_owners_start_specs_keep_full_pass_through(tmp_path):
+    """The owner's --engine SPECs (no visitor session) are not held to the visitor allow-list:
+    unknown options still become server flags, spelled as the normalised name."""
+    from pathlib import Path
+
+    from lab.engines.admission import Admission
+    from lab.engines.registry import create_engine, resolve_spec
+    from lab.errors import EngineSpecError
+
+    spec = "transformers-serve:Org/Model?--Max-Num-Seqs=4&chat-template=t.jinja"
+    admission = Admission(public=True, allow_models=True, data_roots=[Path(tmp_path)])
+    admission.check(resolve_spec(spec))  # the owner: allowed
+    with pytest.raises(EngineSpecError, match="not open to visitors"):
+        admission.check(resolve_spec(spec), visitor=True)
+    assert create_engine(spec).extra == {"max_num_seqs": "4", "chat_template": "t.jinja"}
+    for spelling in ("trust-remote-code=true", "-trust_remote_code=1", "TRUST_REMOTE_CODE"):
+        with pytest.raises(EngineSpecError, match="trust_remote_code is never a SPEC option"):
+            create_engine(f"transformers-serve:Org/Model?{spelling}")
