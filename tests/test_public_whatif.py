@@ -1,5 +1,6 @@
-"""What-ifs on a public lab (issue 18): exports are deleted like every other export, and one
-visitor's what-if memory is bounded in bytes, not only in edits.
+"""What-ifs on a public lab (issue 18): exports are deleted like every other export, one
+visitor's what-if memory is bounded in bytes, not only in edits, and malformed arguments to the
+what-if and Generate handlers get one line.
 
 A real `python app.py` in public mode (LAB_PUBLIC=1) with its own TMPDIR; visitors are anonymous
 gradio_client sessions.
@@ -71,6 +72,10 @@ def test_exports_go_and_memory_is_bounded_in_bytes(tmp_path):
             with pytest.raises(AppError) as err:
                 guest.predict(*args, api_name=api)
             assert "must be text" in str(err.value) and "\n" not in str(err.value).strip()
+        for bad in ([KEY], {"a": 1}):  # Compare's Generate takes the same step argument as /show_step
+            with pytest.raises(AppError) as err:
+                guest.predict(bad, False, None, api_name="/generate")
+            assert "step key" in str(err.value) and "\n" not in str(err.value).strip()
         paths = [guest.predict(api_name="/whatif_export") for _ in range(N_EXPORTS)]
         assert all(paths)
         assert len(lab_folders(tmp)) <= 1  # one process-wide export area, not one folder per export

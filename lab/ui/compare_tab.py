@@ -146,7 +146,7 @@ class StepOutputs:
 
 def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
     """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
-    return outputs_of(ctx, step_data(ctx, key, heat_engine), full)
+    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full)
 
 
 def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
@@ -290,6 +290,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return move
 
     def on_heat(key: str | None, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             return None
         step_obj = ctx.replay.by_key[key]
@@ -297,6 +298,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
     def on_generate(key: str | None, full: bool, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
