@@ -132,6 +132,7 @@ class SessionEngines:
             if name not in self._by_session[session]:
                 self._by_session[session].append(name)
                 self._holders[name].add(session)
+            self._seen.setdefault(session, time.monotonic())  # an engine is never held without a clock
 
     def release(self, session: str, name: str) -> bool:
         """Drop `session`'s hold on `name`; True when no session holds it any more."""
