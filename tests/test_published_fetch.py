@@ -96,7 +96,7 @@ def test_fetch_cli_imports_once_and_twice_changes_nothing(tmp_path):
     entry = entry_named(SAMPLE)
     assert facts[f"{entry.commit}:{entry.path}"] == {
         "size": entry.size, "sha256": entry.sha256, "model": "inclusionAI/LLaDA2.1-flash", "score": 12.44,
-        "steps": 10, "scoring_version": "corrected_303"}
+        "steps": 10, "scoring_version": "corrected_303", "checks": pub.CHECKS_VERSION}
     listing = subprocess.run([sys.executable, "-m", "lab", "data", "published", "list"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=120)
     assert listing.returncode == 0 and "cached" in listing.stdout and "37 kB" in listing.stdout

@@ -215,3 +215,22 @@ def test_redirects_loop_or_leave_the_base(tmp_path):
         out, _, results = fetch(tmp_path / "same", base, run)
     assert out.returncode == 0, out.stdout + out.stderr  # a redirect within the base is followed
     assert pub.run_file(results, run).is_file() and hits[-1].startswith("/moved")
+
+
+def test_a_file_cached_by_an_older_lab_is_checked_again(tmp_path):
+    """A 0-step file an older lab fetched and indexed (sha256 matching, no `checks`) is not imported
+    as it is: it is checked, discarded, and fetched again."""
+    import hashlib
+
+    run = unknown_run()
+    entry = run.files[0]
+    cache = pub.Cache(tmp_path / "cache")
+    empty = json.dumps({**good_result(), "per_step": []}).encode()
+    cache.file(entry).parent.mkdir(parents=True)
+    cache.file(entry).write_bytes(empty)
+    cache.record(entry, {"size": len(empty), "sha256": hashlib.sha256(empty).hexdigest(), "steps": 0})
+    with hostile_server(lambda h: send(h, SAMPLE.read_bytes())) as (base, hits):
+        report = pub.fetch_entries([entry], tmp_path / "cache", base=base, progress=False)
+    assert report.cached == [] and report.downloaded == [entry.path] and len(hits) == 1
+    assert cache.file(entry).read_bytes() == SAMPLE.read_bytes()
+    assert pub.Cache(tmp_path / "cache").known(entry)["checks"] == pub.CHECKS_VERSION

@@ -30,6 +30,9 @@ ATTEMPTS = 3
 PUBLISHED_FOLDER = "published"  # under the results folder
 ProgressFn = Callable[[int, int | None], None]
 LIMITS_PATH = ASSETS / "fetch.yaml"
+# The checks a cached file passed (see _verify); a file cached under older checks is checked again
+# before it is imported (a 0-step or malformed file fetched by an older lab is refused then).
+CHECKS_VERSION = 2
 LIMITS_ENV = "LAB_PUBLISHED_FETCH_LIMITS"
 
 
@@ -108,6 +111,7 @@ def file_facts(content: bytes, data: dict) -> dict:
         "score": round(100 * float(f1), 2) if isinstance(f1, (int, float)) else None,
         "steps": int(aggregate.get("steps") or len(per_step)),
         "scoring_version": scoring_version(data) if per_step else None,
+        "checks": CHECKS_VERSION,
     }
 
 
@@ -351,13 +355,15 @@ def fetch_entries(
             content = path.read_bytes()
             known = cache.known(entry)
             if known.get("sha256") and known["sha256"] == hashlib.sha256(content).hexdigest() \
-                    and (not entry.sha256 or entry.sha256 == known["sha256"]):
+                    and (not entry.sha256 or entry.sha256 == known["sha256"]) \
+                    and known.get("checks") == CHECKS_VERSION:
                 report.cached.append(entry.path)  # checked when it was fetched; unchanged since
                 continue
             try:
                 facts = _verify(entry, content, cache.expected_sha(entry))
             except LabError as exc:
                 path.unlink()  # a corrupt cached file is fetched again
+                cache.record(entry, {})  # and what the index knew of it (its size) is not trusted
                 report.failed.append((entry.path, f"cached copy discarded: {exc}"))
                 todo.append(entry)
                 continue
