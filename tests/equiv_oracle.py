@@ -120,6 +120,13 @@ def equiv_f1_is_one(ref: list[str], pred: list[str]) -> bool:
     return equiv_step(pred, ref, EquivContext(*CONTEXT)).metrics.f1 == 1.0
 
 
+def harness_full_match(ref: list[str], pred: list[str]) -> bool:
+    """Whether the published harness's own token F1 is already 1 (equiv_f1 keeps it: equiv >= F1)."""
+    from lab.scoring import score_units
+
+    return score_units(pred, ref).f1 == 1.0
+
+
 def wrong_claims(pairs: list[dict]) -> list[dict]:
     """The pairs the rules write alike and the shell does not run alike."""
     return [p for p in pairs if rules_claim(p["ref"], p["pred"]) and not shell_equivalent(p["ref"], p["pred"])]

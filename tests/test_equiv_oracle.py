@@ -1,6 +1,6 @@
 """equiv_f1 proved on an oracle: a corpus of pairs whose truth a real bash decides by running both
 sides (tests/equiv_oracle.py); the rules never write alike two sides the shell runs differently."""
-from tests.equiv_oracle import load_corpus, rules_claim, run_side, shell_equivalent
+from tests.equiv_oracle import equiv_f1_is_one, harness_full_match, load_corpus, rules_claim, run_side, shell_equivalent
 
 # the pairs issue 17 names, as (ref, pred) first units of a pair in the corpus
 ISSUE_PAIRS = {
@@ -34,6 +34,20 @@ def test_the_rules_never_claim_what_the_shell_denies():
     assert len(claimed) > len(pairs) // 3  # the rules still forgive what is really the same
     named = [p for p in pairs if (p["ref"][0], p["pred"][0]) in MUST_CLAIM]
     assert {(p["ref"][0], p["pred"][0]) for p in named} == MUST_CLAIM and all(rules_claim(p["ref"], p["pred"]) for p in named)
+
+
+def test_equiv_f1_is_one_only_where_the_shell_or_the_harness_says_so():
+    """equiv_f1 = 1 where the harness's F1 is < 1 means the shell agrees; the pairs the harness's own
+    token F1 (lower-cased, quote-stripped bags) already scores 1 keep it (equiv_f1 >= F1), and
+    those the shell denies are listed as the harness's, not the rules'."""
+    pairs = load_corpus()
+    ones = [p for p in pairs if equiv_f1_is_one(p["ref"], p["pred"])]
+    by_rules = [p for p in ones if not harness_full_match(p["ref"], p["pred"])]
+    assert by_rules and all(shell_equivalent(p["ref"], p["pred"]) for p in by_rules)
+    harness_only = {(p["ref"][0], p["pred"][0]) for p in ones
+                    if harness_full_match(p["ref"], p["pred"]) and not shell_equivalent(p["ref"], p["pred"])}
+    assert all(not rules_claim(p["ref"], p["pred"]) for p in pairs if (p["ref"][0], p["pred"][0]) in harness_only)
+    assert ("ls -a", "ls -A") in harness_only  # the harness lower-cases: known, and not the rules' doing
 
 
 def test_the_oracle_sees_prompts_failures_and_where_the_session_ends():
