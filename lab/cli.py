@@ -17,7 +17,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
+    "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
 }
+NO_SERVERS = {"equiv"}  # commands that never start a model server: no engines imported
 # sub-commands that live in a higher layer than their parent command's module: parent -> name -> (module, help);
 # the parent's `add_arguments` returns its sub-parsers so they can be added here
 NESTED: dict[str, dict[str, tuple[str, str]]] = {
@@ -59,9 +61,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    from lab.engines.servers import install_exit_handlers
+    if args.command not in NO_SERVERS:
+        from lab.engines.servers import install_exit_handlers
 
-    install_exit_handlers()  # managed model servers stop with the command
+        install_exit_handlers()  # managed model servers stop with the command
     try:
         return int(importlib.import_module(args._module).run(args, **PASSED_IN.get(args.command, {})) or 0)
     except KeyboardInterrupt:
