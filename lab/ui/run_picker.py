@@ -91,3 +91,5 @@ def wire_run_picker(ctx: LabContext, picker: RunPicker, view, step: gr.Dropdown,
     picker.add.click(on_add, [picker.runs, step], [picker.runs, *view.switch_outputs], api_name="add_runs")
     tab.select(lambda: gr.update(choices=run_choices(ctx)), None, picker.runs, api_visibility="private",
                show_progress="hidden")
+    gr.on(triggers=None, fn=lambda: gr.update(choices=run_choices(ctx)), outputs=picker.runs,
+          api_visibility="private", show_progress="hidden")  # a page (re)load lists runs added since start

@@ -20,7 +20,7 @@ from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
 from lab.ui.stability_triage import build_stability_panel
-from lab.ui.series_picker import build_series_picker, wire_series_picker
+from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -45,11 +45,19 @@ def load_choices(ctx: LabContext) -> Choices:
         return Choices([], [], [], [], [])
     with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
         refresh_step_flags(store)
-    runs = query_df(store, "SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
-    labels = [(f"{r.display_name} · {r.run_id}", r.run_id) for r in runs.itertuples()]
+    runs = query_df(store, "SELECT run_id, display_name, steps, total_steps, coverage, partial FROM runs "
+                           "ORDER BY display_name, run_id")
+    labels = [(run_label(r), r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
     tasks = list(query_df(store, "SELECT DISTINCT task_id FROM steps ORDER BY 1")["task_id"])
     return Choices(labels, groups, tasks, tags_in_use(store), list_slices(store))
+
+
+def run_label(r: Any) -> str:
+    """"name · run_id · n/N steps" (with "partial" when the run answered part of its selection)."""
+    total = r.total_steps if r.total_steps == r.total_steps and r.total_steps is not None else r.steps
+    partial = " partial" if bool(r.partial) else ""
+    return f"{r.display_name} · {r.run_id} · {int(r.steps)}/{int(total)} steps{partial}"
 
 
 def _tri(value: str) -> bool | None:
@@ -170,7 +178,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         choices, problem = Choices([], [], [], [], []), str(exc)
     risk_names = [f"{p.category}:{p.name}" for p in load_risk_patterns().patterns]
 
-    with gr.Tab("Triage", id="triage"):
+    with gr.Tab("Triage", id="triage") as triage_tab:
         if problem:
             gr.Markdown(f"**Triage needs the results database:** {problem}")
             return
@@ -248,8 +256,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
 
         with gr.Accordion("Baseline vs candidate", open=False):
             with gr.Row():
-                baseline = gr.Dropdown(choices.runs, label="Baseline")
-                candidate = gr.Dropdown(choices.runs, label="Candidate")
+                baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline")
+                candidate = gr.Dropdown(choices.runs, label="Candidate", elem_id="triage-candidate")
                 view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
                 diff_btn = gr.Button("Compare runs")
             diff_table = gr.Dataframe(interactive=False, max_height=360)
@@ -262,7 +270,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             series_pick, series_plot = build_series_picker(ctx)
             with gr.Row():
                 series = gr.Dropdown(choices.runs, multiselect=True, label="Runs of one model (ordered by checkpoint)",
-                                     scale=3)
+                                     scale=3, elem_id="triage-flip-runs")
                 threshold = gr.Slider(0, 1, value=DEFAULT_RIGHT_THRESHOLD, step=0.05, label="Right = F1 ≥")
                 flip_btn = gr.Button("Show flips")
             flip_counts = gr.Dataframe(interactive=False)
@@ -302,6 +310,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         next_btn.click(lambda p, *v: show((p or 1) + 1, *v), [page, *filters], view_outputs, api_visibility="private")
 
         def on_load(request: gr.Request):
+            """Read the shared-slice link, and the pickers' choices afresh (runs added since start)."""
             base = ""
             spec = SliceSpec()
             try:
@@ -310,9 +319,35 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                     spec = SliceSpec.from_query(request.query_params)
             except LabError as exc:
                 gr.Warning(f"shared slice link: {exc}")
-            return [base, *inputs_from_spec(spec)]
+            values = dict(zip(FILTER_FIELDS, inputs_from_spec(spec)))
+            fresh = _fresh_choices()
+            out = [gr.update(choices=fresh[name], value=values[name]) if name in fresh else values[name]
+                   for name in FILTER_FIELDS]
+            return [base, *out, *_picker_updates(fresh)]
 
-        gr.on(triggers=None, fn=on_load, inputs=None, outputs=[base_url, *filters], api_visibility="private").then(
+        def _fresh_choices() -> dict[str, list]:
+            try:
+                c = load_choices(ctx)
+            except LabError:
+                return {}
+            return {"run_ids": c.runs, "source_groups": c.source_groups, "task_ids": c.task_ids, "tags": c.tags}
+
+        def _picker_updates(fresh: dict[str, list]) -> list:
+            runs = fresh.get("run_ids")
+            same = [gr.update() if runs is None else gr.update(choices=runs) for _ in (baseline, candidate, series)]
+            return [*same, gr.update(choices=series_choices(ctx)) if runs is not None else gr.update()]
+
+        def on_refresh():
+            """The tab opened again: every run picker lists the runs in the store now."""
+            fresh = _fresh_choices()
+            return [gr.update() if name not in fresh else gr.update(choices=fresh[name]) for name in
+                    ("run_ids", "source_groups", "task_ids", "tags")] + _picker_updates(fresh)
+
+        triage_tab.select(on_refresh, None, [run_ids, source_groups, task_ids, tags, baseline, candidate, series, series_pick],
+                          api_visibility="private", show_progress="hidden")
+
+        gr.on(triggers=None, fn=on_load, inputs=None, outputs=[base_url, *filters, baseline, candidate, series, series_pick],
+              api_visibility="private").then(
             apply, filters, view_outputs, api_visibility="private").then(
             show_share, [base_url, *filters], share, api_visibility="private")  # fmt: skip
 
