@@ -84,19 +84,35 @@ def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
     return stem
 
 
+def finished_run_file(out_dir: Path, stem: str) -> Path | None:
+    """The result file of a finished run named `stem` (None when there is none, or it is still resumable)."""
+    final = out_dir / f"{stem}.json"
+    return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
+
+
+def new_run_name(out_dir: Path, stem: str) -> str:
+    """`stem-2`, `stem-3` …: the first name with neither a result file nor a checkpoint."""
+    k = 2
+    while (out_dir / f"{stem}-{k}.json").exists() or (out_dir / f"{stem}-{k}.partial.jsonl").exists():
+        k += 1
+    return f"{stem}-{k}"
+
+
 def run_batch(
     ctx: LabContext,
     names: Sequence[str],
     steps: list[Step],
     *,
     resume: bool = True,
+    new_run: bool = False,
     run_name: str | None = None,
     stop: threading.Event | None = None,
     on_update: Callable[[list[BatchRow]], None] | None = None,
     chunk_size: int = BATCH_CHUNK,
 ) -> list[BatchRow]:
     """Replay `steps` on each named ready engine in turn; write results/runs/<name>.json, import it
-    into the store. An engine's failure is recorded in its row; the next engine still runs."""
+    into the store. An engine's failure is recorded in its row; the next engine still runs.
+    A finished run is never regenerated in place: its row says so, unless `new_run` asks for a fresh name."""
     from lab.runs.replay import ReplayConfig, replay as replay_run
 
     entries = {e.name: e for e in ctx.engine_entries()}
@@ -125,8 +141,18 @@ def run_batch(
             update()
             continue
         out_dir = Path(ctx.settings.runs_dir)
+        stem = safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None)
+        finished = finished_run_file(out_dir, stem)
+        if finished is not None and not new_run:
+            row.state = (f"already complete: {finished.name} holds a finished run (kept); tick "
+                         "'start a new run' to run it again under a new name")
+            row.path = str(finished)
+            update()
+            continue
+        if finished is not None:
+            stem = new_run_name(out_dir, stem)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
-                              run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),
+                              run_name=stem,
                               chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
         row.state = "running"
         update()
@@ -208,6 +234,8 @@ def build_batch_tab(ctx: LabContext) -> None:
         selected = gr.HTML(elem_id="lab-batch-selected")
         with gr.Row(equal_height=True):
             resume = gr.Checkbox(True, label="resume an interrupted run (keeps finished steps)")
+            new_run = gr.Checkbox(False, label="start a new run (a finished run of that name is kept)",
+                                  elem_id="lab-batch-new-run")
             run_name = gr.Textbox(label="run name (optional; one engine only; default: engine name)", scale=2)
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
@@ -219,11 +247,15 @@ def build_batch_tab(ctx: LabContext) -> None:
         return f'<div class="lab-muted">{n} of {len(ctx.replay.steps) if ctx.replay else 0} steps selected</div>'
 
     def refresh(current, task_sel, bucket_sel, group_sel):
+        """Engines ready now, and the replay's tasks and groups (a replay downloaded in the app fills them)."""
         names = [e.name for e in ctx.engine_entries() if e.state == "ready"]
+        rp = ctx.replay
         return (gr.update(choices=names, value=[n for n in (current or []) if n in names]),
+                gr.update(choices=rp.tasks if rp else []),
+                gr.update(choices=sorted({s.source_group for s in rp.steps}) if rp else []),
                 count(task_sel, bucket_sel, group_sel))
 
-    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, progress=gr.Progress()):
+    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False, progress=gr.Progress()):
         if not batch_allowed(ctx.settings):
             gr.Warning(BATCH_OFF)
             return
@@ -240,7 +272,8 @@ def build_batch_tab(ctx: LabContext) -> None:
             return
         stop_event.clear()
         rows: list[BatchRow] = []
-        for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume), run_name=name or None):
+        for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume),
+                                  new_run=bool(fresh), run_name=name or None):
             done = sum(r.done for r in rows)
             total = max(sum(r.total for r in rows), 1)
             current = next((r for r in rows if r.state == "running"), None)
@@ -254,8 +287,9 @@ def build_batch_tab(ctx: LabContext) -> None:
     filters = [tasks, buckets, groups]
     for comp in filters:
         comp.change(count, filters, selected, api_visibility="private", show_progress="hidden")
-    tab.select(refresh, [engines, *filters], [engines, selected], api_visibility="private", show_progress="hidden")
-    start.click(run, [engines, tasks, buckets, groups, resume, run_name], live, api_name="run_batch",
+    tab.select(refresh, [engines, *filters], [engines, tasks, groups, selected], api_visibility="private",
+               show_progress="hidden")
+    start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run], live, api_name="run_batch",
                 concurrency_limit=1)
     def request_stop() -> None:
         stops.get(current_session()).set()
