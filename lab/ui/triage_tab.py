@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 import plotly.express as px
+import plotly.graph_objects as go
 
 from lab.errors import LabError
 from lab.triage import (
@@ -19,6 +20,7 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
+from lab.ui.render_html import esc
 from lab.ui.stability_triage import build_stability_panel
 from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
 
@@ -138,6 +140,13 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
             {FROM_CLAUSE} {where} GROUP BY ALL ORDER BY run""",
         params,
     )
+    if hist.empty:
+        message = ("no runs in the store yet: run a batch, fetch published runs (Results) or "
+                   "python -m lab results import FILE" if not ctx.store.scalar("SELECT count(*) FROM runs")
+                   else "no step matches this slice: widen the filters")
+        return (_empty_figure("F1 of the slice's steps", message), _empty_figure("Failure kinds in the slice", message))
+    labels = short_names([*hist["run"].astype(str), *kinds["run"].astype(str)])
+    hist["run"], kinds["run"] = hist["run"].astype(str).map(labels), kinds["run"].astype(str).map(labels)
     bins = [f"{b / 10:.1f}–{(b + 1) / 10:.1f}" for b in range(10)]
     hist["f1_bin"] = [bins[min(int(round(v * 10)), 9)] for v in hist["f1_bin"]]
     fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group",
@@ -146,9 +155,41 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
     fig_kinds = px.bar(kinds, x="run", y="steps", color="failure_kind", title="Failure kinds in the slice",
                        category_orders={"failure_kind": list(FAILURE_KINDS)})
     fig_f1.update_xaxes(type="category", categoryarray=bins, range=[-0.5, 9.5])
-    for fig in (fig_f1, fig_kinds):
-        fig.update_layout(height=320, margin=dict(l=40, r=10, t=40, b=40))
+    for fig in (fig_f1, fig_kinds):  # legend under the plot: it never covers the title
+        fig.update_layout(height=380, margin=dict(l=40, r=10, t=50, b=40),
+                          legend=dict(orientation="h", yanchor="top", y=-0.25, x=0, title=None))
+    fig_kinds.update_xaxes(tickangle=-30, automargin=True, title=None)
     return fig_f1, fig_kinds
+
+
+def diff_message(rows: int, view: str) -> str:
+    """What the baseline-vs-candidate table shows, or why it is empty."""
+    if rows:
+        return f'<div class="lab-muted">{rows} step{"s" if rows != 1 else ""} ({esc(view)})</div>'
+    why = {"improved": "no step where the candidate scores higher than the baseline",
+           "regressed": "no step where the candidate scores lower than the baseline"}.get(
+        view, "no step where the two runs score differently (or no step in common)")
+    return f'<div class="lab-empty" data-empty="1">{esc(why)}</div>'
+
+
+def _empty_figure(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=title, height=320, margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def short_names(names: list[str], limit: int = 28) -> dict[str, str]:
+    """Run name -> a label of at most `limit` characters (kept apart when two shorten alike)."""
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        label = name if len(name) <= limit else name[: limit - 1] + "…"
+        while label in out.values():
+            label = label[:-1] + "′"
+        out[name] = label
+    return out
 
 
 def share_url(base: str, spec: SliceSpec) -> str:
@@ -204,7 +245,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 units_min = gr.Number(None, label="Ref units ≥", precision=0)
                 units_max = gr.Number(None, label="Ref units ≤", precision=0)
                 text = gr.Textbox(label="Text in commands / raw output", elem_id="triage-text", scale=2)
-                text_regex = gr.Checkbox(False, label="Regex (RE2)")
+                text_regex = gr.Checkbox(False, label="Regex (RE2; ^ and $ per command / per line)")
                 text_in = gr.Radio(["both", "commands", "raw"], value="both", label="Search in")
             with gr.Row():
                 flags = gr.Dropdown(list(BOOLEAN_FLAGS), multiselect=True, label="Flags (all must hold)")
@@ -260,7 +301,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 candidate = gr.Dropdown(choices.runs, label="Candidate", elem_id="triage-candidate")
                 view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
                 diff_btn = gr.Button("Compare runs")
-            diff_table = gr.Dataframe(interactive=False, max_height=360)
+            diff_note = gr.HTML(elem_id="triage-diff-note")
+            diff_table = gr.Dataframe(interactive=False, max_height=360, elem_id="triage-diff-table")
             with gr.Row():
                 margin = gr.Number(0.0, label="Minimum F1 margin for a pair", minimum=0, maximum=1)
                 pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
@@ -425,14 +467,15 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         def on_diff(base, cand, which):
             if not base or not cand:
                 gr.Warning("pick a baseline and a candidate run")
-                return gr.update()
+                return gr.update(), gr.update()
             try:
-                return disagreement(ctx.store, base, cand, which)
+                df = disagreement(ctx.store, base, cand, which)
             except LabError as exc:
                 gr.Warning(str(exc))
-                return gr.update()
+                return gr.update(), gr.update()
+            return df, diff_message(len(df), which)
 
-        diff_btn.click(on_diff, [baseline, candidate, view], diff_table, api_visibility="private")
+        diff_btn.click(on_diff, [baseline, candidate, view], [diff_table, diff_note], api_visibility="private")
 
         def open_row(run_for_row):
             def handler(df: pd.DataFrame, *args):
