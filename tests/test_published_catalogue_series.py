@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from lab.data.published_catalogue import CATALOGUE_PATH, classify, join_finals, load_catalogue, load_rules, series_names
+from lab.published.catalogue import CATALOGUE_PATH, classify, join_finals, load_catalogue, load_rules, series_names
 
 PAIRS = ("LFM2-2.6B-terminal-sft-h200-4gpu", "LFM2.5-1.2B-Base-terminal-sft-h200-4gpu",
          "LFM2-8B-Terminal-SFT-Unsloth-H200-local")

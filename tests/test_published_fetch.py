@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data import published as pub
-from lab.data.published_catalogue import load_catalogue, runs_of, series_names
+from lab.published import fetch as pub
+from lab.published.catalogue import load_catalogue, runs_of, series_names
 from tests.paths import EXCERPT, REPO, TB2LITE
 from tests.published_server import catalogue_files, published_server
 from tests.test_store_common import make_results_dir

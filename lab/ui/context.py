@@ -122,7 +122,7 @@ class LabContext:
     # --- store -------------------------------------------------------------------------
     def open_store(self) -> None:
         """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`."""
-        from lab.store.db import open_store
+        from lab.store.opening import open_store
 
         from lab.store.importer import import_path
 

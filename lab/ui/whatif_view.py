@@ -13,6 +13,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.ui.context import EngineEntry, LabContext, LRUCache
+from lab.ui.step_data import answer_step, engine_view
 from lab.ui.step_view import EngineView
 from lab.ui.whatif_render import WHATIF_CSS, render_whatif_results
 from lab.whatif.apply import field_spans, field_text
@@ -77,8 +78,6 @@ def default_field(choices: list[tuple[str, str]]) -> str | None:
 
 def _original(ctx: LabContext, entry: EngineEntry, step) -> EngineView:
     """The engine's unedited answer: Compare's cached column, generated now when missing."""
-    from lab.ui.compare_tab import answer_step, engine_view
-
     view = engine_view(ctx, entry, step)
     return view if view.state == "ready" else answer_step(ctx, entry, step)
 
@@ -121,8 +120,6 @@ def engine_choices(ctx: LabContext) -> list[str]:
 
 def saved_results_html(ctx: LabContext, keeper: WhatIfKeeper, edit_id: str, full: bool = False) -> str:
     """A saved what-if's recorded answers, each beside the engine's original answer when loaded."""
-    from lab.ui.compare_tab import engine_view
-
     whatif = keeper.get_edit(edit_id)
     step = ctx.replay.by_key.get(whatif.step_key) if ctx.replay else None
     entries = {e.name: e for e in ctx.engine_entries()}

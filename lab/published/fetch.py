@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.data.published_catalogue import Entry, Run, load_catalogue, runs_of, series_names
+from lab.published.catalogue import Entry, Run, load_catalogue, runs_of, series_names
 from lab.errors import LabError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
@@ -81,7 +81,7 @@ class Cache:
 
 def file_facts(content: bytes, data: dict) -> dict:
     """size, sha256, model, score, steps and scoring version of one downloaded result file."""
-    from lab.runs.resultfile import scoring_version
+    from lab.resultfiles.resultfile import scoring_version
 
     aggregate = data.get("aggregate") if isinstance(data.get("aggregate"), dict) else {}
     f1 = aggregate.get("avg_command_f1")
@@ -280,7 +280,7 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
 
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
-    from lab.runs.resultfile import scorer_for
+    from lab.resultfiles.resultfile import scorer_for
     from lab.scoring.aggregate import aggregate_scores
 
     seen, per_step = set(), []
