@@ -186,6 +186,9 @@ def run_batch(
     return rows
 
 
+STOPPING = "stopping (requests in flight cancelled; finished steps kept)"
+
+
 def batch_updates(
     ctx: LabContext, names: Sequence[str], steps: list[Step], stop: threading.Event, **options
 ) -> Iterator[list[BatchRow]]:
@@ -200,8 +203,16 @@ def batch_updates(
             events.put(finished)
 
     threading.Thread(target=work, name="lab-batch", daemon=True).start()
+    latest: list[BatchRow] = []
+    shown_stopping = False
     while True:
-        rows = events.get()
+        try:
+            rows = events.get(timeout=0.1)
+        except queue.Empty:  # Stop pressed: say so at once, before the engine has wound down
+            if stop.is_set() and not shown_stopping and latest:
+                shown_stopping = True
+                yield [replace(r, state=STOPPING) if r.state == "running" else r for r in latest]
+            continue
         while rows is not finished and not events.empty():  # skip to the latest snapshot
             nxt = events.get()
             if nxt is finished:
@@ -210,6 +221,10 @@ def batch_updates(
             rows = nxt
         if rows is finished:
             return
+        latest = rows
+        if stop.is_set():
+            shown_stopping = True
+            rows = [replace(r, state=STOPPING) if r.state == "running" else r for r in rows]
         yield rows
 
 
@@ -293,6 +308,6 @@ def build_batch_tab(ctx: LabContext) -> None:
                 concurrency_limit=1)
     def request_stop() -> None:
         stops.get(current_session()).set()
-        gr.Info("Stopping after the steps in progress; finished steps are kept for resume.")
+        gr.Info("Stopping: requests in flight are cancelled; finished steps are kept for resume.")
 
     stop_btn.click(request_stop, None, None, api_name="stop_batch")
