@@ -234,9 +234,8 @@ def build_batch_tab(ctx: LabContext) -> None:
     with gr.Tab("Batch", id="batch") as tab:
         if not batch_allowed(ctx.settings):
             gr.HTML(f'<div class="lab-empty">{esc(BATCH_OFF)}</div>')
-        if replay is None:
-            gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
-                    "or download it in Compare.</div>")
+        no_replay = gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
+                            "or download it in Compare.</div>", visible=replay is None, elem_id="lab-batch-no-replay")
         engines = gr.CheckboxGroup([e.name for e in ctx.engine_entries() if e.state == "ready"],
                                    label="engines (ready ones; add more in the Engines tab)",
                                    elem_id="lab-batch-engines")
@@ -268,6 +267,7 @@ def build_batch_tab(ctx: LabContext) -> None:
         return (gr.update(choices=names, value=[n for n in (current or []) if n in names]),
                 gr.update(choices=rp.tasks if rp else []),
                 gr.update(choices=sorted({s.source_group for s in rp.steps}) if rp else []),
+                gr.update(visible=rp is None),
                 count(task_sel, bucket_sel, group_sel))
 
     def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False, progress=gr.Progress()):
@@ -302,7 +302,7 @@ def build_batch_tab(ctx: LabContext) -> None:
     filters = [tasks, buckets, groups]
     for comp in filters:
         comp.change(count, filters, selected, api_visibility="private", show_progress="hidden")
-    tab.select(refresh, [engines, *filters], [engines, tasks, groups, selected], api_visibility="private",
+    tab.select(refresh, [engines, *filters], [engines, tasks, groups, no_replay, selected], api_visibility="private",
                show_progress="hidden")
     start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run], live, api_name="run_batch",
                 concurrency_limit=1)
