@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store(settings, sync=False) as store:
         report = pub.fetch_and_import(store, runs, settings.cache_dir, settings.results_dir, progress=not args.quiet)
     print(report.summary())
-    return 0 if report.ok else 1
+    return 0 if report.ok else 2  # like every refused input: exit code 2
 
 
 def _list(entries, settings: Settings, only_series: bool) -> int:

@@ -80,9 +80,12 @@ def audit_answer(ctx: LabContext, request: str) -> str:
     """The audit the browser asked for (JSON [engine name, step key]) as JSON [engine, step, state,
     summary html, body html], computing it on first request; '' for a malformed request."""
     try:
-        name, key = json.loads(request or "")
-    except (ValueError, TypeError):
+        parsed = json.loads(request or "") if isinstance(request, str) else None
+    except (ValueError, TypeError, RecursionError):  # 50,000 `[` nest past Python's limit
+        parsed = None
+    if not (isinstance(parsed, list) and len(parsed) == 2 and all(isinstance(p, str) for p in parsed)):
         return ""
+    name, key = parsed
     step = ctx.replay.by_key.get(key) if ctx.replay else None
     entry = next((e for e in ctx.engine_entries() if e.name == name), None)
     if step is None or entry is None:

@@ -52,6 +52,21 @@ def neighbour_key(ctx: LabContext, key: str | None, offset: int) -> str | None:
     return keys[max(0, min(len(keys) - 1, pos + offset))]
 
 
+def audit_reply(ctx: LabContext, request: object) -> str:
+    """/prompt_audit: the audit, or '' and one warning line for a malformed request."""
+    answer = audit_answer(ctx, request)
+    if not answer:
+        gr.Warning("prompt_audit: give JSON [engine name, step key], two strings")
+    return answer
+
+
+def step_key_argument(key: object) -> str | None:
+    """A handler's step argument: a step key (text) or None; anything else is one-line gr.Error."""
+    if key is None or isinstance(key, str):
+        return key
+    raise gr.Error(f"the step must be a step key (text), got {type(key).__name__}", print_exception=False)
+
+
 def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, views: list[EngineView], full: bool,
                  badges: dict[str, str]) -> str:
     """The engine columns of `step`, with each column's prompt audit panel."""
@@ -131,7 +146,7 @@ class StepOutputs:
 
 def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
     """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
-    return outputs_of(ctx, step_data(ctx, key, heat_engine), full)
+    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full)
 
 
 def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
@@ -211,7 +226,8 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     """Lay out the Compare tab and wire its events."""
     with gr.Tab("Compare", id="compare") as tab:
         notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
-        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary")
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary",
+                             elem_id="lab-download-replay")
         with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
             first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
             task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
@@ -247,6 +263,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
         if ctx.replay is None:
@@ -261,6 +278,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
             # A press made before the previous move's answer arrived still carries the old step:
             # continue from where that move went, so `j j` moves two steps even on a slow server.
+            key = step_key_argument(key)
             session = request.session_hash if request is not None else None
             last = moves.get(session) if session else None
             base = last[1] if last and last[0] == key else key
@@ -272,6 +290,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return move
 
     def on_heat(key: str | None, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             return None
         step_obj = ctx.replay.by_key[key]
@@ -279,6 +298,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
     def on_generate(key: str | None, full: bool, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
@@ -296,6 +316,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
+        if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
+            gr.Warning("This public deployment does not let visitors download or replace the replay.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         try:
             ctx.download_replay()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
@@ -332,9 +355,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     gr.on(triggers=None, fn=on_page_load, outputs=[notice, download, task], api_visibility="private",
           show_progress="hidden")
-    audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
+    audit_go.click(lambda req: audit_reply(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
-        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden")
+        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
     return view
 
 

@@ -95,6 +95,10 @@ def build_published_panel(ctx: LabContext) -> None:
     def on_fetch(names: list[str], progress=gr.Progress()):
         from lab.published.fetch import fetch_and_import, fetch_entries
 
+        if ctx.settings.public:  # it would write into the owner's results/published and the store
+            gr.Warning("This public deployment does not let visitors fetch published runs; the owner "
+                       "chooses them with LAB_PUBLISHED")
+            return gr.update(), gr.update(), gr.update()
         if ctx.store is None:
             gr.Warning(ctx.store_error or "the results database is not open")
             return gr.update(), gr.update(), gr.update()
