@@ -46,6 +46,15 @@ def test_download_button_loads_the_replay_into_compare(served_without_replay, tm
         # step 0: the screen the model saw is the initial terminal state inside the task message
         expect(page.locator("#lab-context")).to_contain_text("initial state, inside the task message")
         page.screenshot(path=str(shot_dir(tmp_path) / "download.png"), full_page=False)
+        # without a restart: a reload shows no banner and no button, and Batch lists the replay's tasks
+        page.reload()
+        expect(page.locator("#lab-context")).to_contain_text("task-000")
+        expect(page.get_by_text("No replay data configured")).to_be_hidden()
+        expect(page.get_by_role("button", name="Download the public replay file")).to_be_hidden()
+        page.get_by_role("tab", name="Batch").click()
+        expect(page.locator("#lab-batch-no-replay")).to_be_hidden()
+        page.locator("#lab-batch-tasks input").first.click()
+        expect(page.locator("ul[role='listbox']").first).to_contain_text("task-000")
         browser.close()
     assert "/replay_full.jsonl" in hits
     assert (settings.cache_dir / "replay_full.jsonl").is_file(), "the download is cached for the next start"

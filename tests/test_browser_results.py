@@ -65,7 +65,7 @@ def test_results_toggle_plot_and_open_run(served, tmp_path):
         expect(count).to_contain_text("117 rows")
         page.locator("#lab-lb-filter textarea, #lab-lb-filter input").first.fill("altered")
         expect(count).to_contain_text("1 row ")
-        page.locator("#lab-leaderboard").get_by_text("altered", exact=True).locator("visible=true").first.click()
+        page.locator("#lab-leaderboard").get_by_text(f"altered [partial {len(ctx.replay.steps)}/303]", exact=True).locator("visible=true").first.click()
         expect(page.get_by_role("tab", name="Compare")).to_have_attribute("aria-selected", "true")
         stored_col = page.locator('#lab-columns .lab-col[data-engine^="stored:"]')
         expect(stored_col).to_contain_text("altered")

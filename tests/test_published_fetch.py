@@ -41,7 +41,7 @@ def test_catalogue_groups_pieces_drops_status_and_finds_series():
     series = series_names(entries)
     assert len(series["ECHO RLVR raw (LFM2.5-8B-A1B)"]) == 11
     assert len(series["ECHO RLVR continue (LFM2.5-8B-A1B)"]) == 38
-    assert len(series["ECHO RLVR parent run (LFM2.5-8B-A1B)"]) == 13
+    assert len(series["ECHO RLVR parent run (LFM2.5-8B-A1B)"]) == 14  # with parent-checkpoint-1880 (same folder)
     sample = entry_named(SAMPLE)
     data = (TB2LITE / "published" / f"{SAMPLE}.json").read_bytes()
     assert (sample.size, sample.sha256) == (len(data), hashlib.sha256(data).hexdigest())

@@ -61,7 +61,7 @@ def test_bucket_source_group_task_and_ref_units(triage_store):
 def test_text_and_regex_over_commands_and_raw(triage_store):
     risky = perturbed_key(triage_store, "risky")
     assert keys(triage_store, text="RM -RF", text_in="commands") == [risky]
-    assert keys(triage_store, text=r"^vim\s+\w+\.cpp$", text_regex=True, text_in="commands") == []  # units joined by \n
+    assert keys(triage_store, text=r"^vim\s+\w+\.cpp$", text_regex=True, text_in="commands") == [risky]  # per command
     assert keys(triage_store, text=r"(?m)^vim\s+\w+\.cpp$", text_regex=True, text_in="commands") == [risky]
     assert keys(triage_store, text="Let me know if it works", text_in="raw") == [perturbed_key(triage_store, "prose_around_json")]
     with pytest.raises(LabError, match="invalid regular expression"):

@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
+from typing import Iterator
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.client.endpoints import Replica, ReplicaSet, api_root, split_target
@@ -100,6 +101,7 @@ class OpenAIEngine(EngineBase):
         self.last_sent: dict = {}
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._clients_open = False
+        self._cancel = threading.Event()  # set by cancel(): in-flight requests are dropped, none retried
         self.context_guard: tuple[int, str] | None = None  # set by a managed server that cannot refuse
         # `transformers serve`: the model's generation config, sent per request with the sampling
         self.generation_base: dict | None = None
@@ -237,6 +239,8 @@ class OpenAIEngine(EngineBase):
         cycles = 0
         with self._slots:
             for attempt in range(self.retries + 1):
+                if self._cancel.is_set():
+                    return Completion(text="", error="cancelled")
                 if attempt and len(tried) >= len(self.replicas):
                     time.sleep(self.backoff_s * 2 ** cycles)  # every replica failed once: wait, then go round again
                     cycles += 1
@@ -269,16 +273,43 @@ class OpenAIEngine(EngineBase):
         if not todo:
             return results
         workers = min(self.concurrency, len(todo))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"openai-{self.name}") as pool:
+        self._cancel.clear()
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"openai-{self.name}")
+        try:
             futures = {pool.submit(self._request, requests[i].prompt, sampling): i for i in todo}
-            for future in as_completed(futures):
+            for future in self._as_completed(futures):
                 index = futures[future]
                 try:
                     completion = future.result()
                 except Exception as exc:  # noqa: BLE001 - a bug in one request must not lose the others
                     completion = Completion(text="", error=f"{type(exc).__name__}: {exc}")
+                if self._cancel.is_set() and completion.error:
+                    continue  # cut short by cancel(): not an answer, never recorded
                 self.finish(index, completion, results, on_done)
+        finally:
+            # after cancel() nothing waits for the dropped requests; otherwise every one has finished here
+            pool.shutdown(wait=not self._cancel.is_set(), cancel_futures=True)
         return results
+
+    def _as_completed(self, futures: dict) -> Iterator:
+        """Finished futures as they finish; stops waiting within 0.1 s of cancel()."""
+        pending = set(futures)
+        while pending and not self._cancel.is_set():
+            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            yield from done
+        yield from (f for f in pending if f.done() and not f.cancelled())
+
+    def cancel(self) -> None:
+        """Drop the requests in flight now: their connections are closed (the server aborts them) and
+        the answers already finished stay delivered. The engine stays usable (fresh clients)."""
+        self._cancel.set()
+        if not self._clients_open:
+            return
+        old = [r.client for r in self.replicas.replicas]
+        self._open_clients()
+        for client in old:
+            if client is not None:
+                client.close()
 
     def close(self) -> None:
         for replica in self.replicas.replicas:

@@ -18,6 +18,11 @@ from lab.resultfiles.units import coerce_units
 NOT_IN_RUN = "not in this run"
 
 
+def _count(value: object) -> int | None:
+    """A token count the run recorded (None when absent or not a whole number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def stored_units(row: dict) -> list[str] | None:
     """The row's stored `pred_command_units` (a list, or its Python repr in some legacy files);
     None when the row has none, so the pipeline parses the text instead."""
@@ -75,6 +80,8 @@ class StoredEngine(EngineBase):
             stop_reason=row.get("stop_reason"),
             command_units=units,
             stored=row,
+            prompt_tokens=_count(row.get("prompt_tokens")),
+            completion_tokens=_count(row.get("completion_tokens")),
         )
 
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:

@@ -69,6 +69,7 @@ class SeriesRules:
     status: re.Pattern
     series: tuple[tuple[str, re.Pattern, str], ...]
     generic: re.Pattern
+    final_suffix: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -80,6 +81,7 @@ def load_rules(path: Path = RULES_PATH) -> SeriesRules:
         status=re.compile(raw["status_pattern"]),
         series=tuple((s["name"], re.compile(s["regex"]), s["x_kind"]) for s in raw["series"]),
         generic=re.compile(raw["generic_checkpoint"]),
+        final_suffix=str(raw.get("final_suffix") or ""),
     )
 
 
@@ -130,7 +132,24 @@ def build_catalogue(listing: Path, known_files: Path | None = None) -> list[dict
         out.append({"path": path, "commit": row["commit"].strip(), "kind": kind, **classify(path, rules),
                     "size": size, "sha256": sha})
     out.sort(key=lambda r: (r["run"], r["piece"] if r["piece"] is not None else -1))
-    return out
+    return join_finals(out, rules)
+
+
+def join_finals(rows: list[dict], rules: SeriesRules | None = None) -> list[dict]:
+    """Give each full `<stem>-final` run the series of its `<stem>-checkpoint-N` runs, one after the last."""
+    rules = rules or load_rules()
+    if not rules.final_suffix:
+        return rows
+    last: dict[str, int] = {}
+    for r in rows:
+        if r.get("series") and r.get("x") not in (None, ""):
+            last[r["series"]] = max(last.get(r["series"], 0), int(r["x"]))
+    for r in rows:
+        stem = str(r["run"]).rsplit("/", 1)[-1]
+        base = stem[: -len(rules.final_suffix)] if stem.endswith(rules.final_suffix) else None
+        if base and not r.get("series") and r.get("kind") == "full" and base in last:
+            r["series"], r["x_kind"], r["x"] = base, "checkpoint step", last[base] + 1
+    return rows
 
 
 def write_catalogue(rows: list[dict], path: Path = CATALOGUE_PATH) -> Path:

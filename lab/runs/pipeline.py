@@ -158,6 +158,8 @@ def run_steps(
     completions = engine.generate(requests, sampling, on_done=done)
     elapsed = time.perf_counter() - t0
     for i, completion in enumerate(completions):
+        if completion is None:  # dropped by the engine's cancel() (Stop): not an answer
+            continue
         if results[i] is None:  # engines that do not call on_done
             if completion.latency_s is None:
                 completion.latency_s = elapsed / max(len(steps), 1)

@@ -125,43 +125,50 @@ def replay(
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
     # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
     chunk_size = max(config.chunk_size, 2 * int(getattr(engine, "concurrency", 0) or 0), 1)
-    for start in range(0, len(todo), chunk_size):
-        if stop is not None and stop.is_set():
-            checkpoint.close()
-            raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
-        chunk = todo[start : start + chunk_size]
-        mark = [time.perf_counter()]
+    watching = _cancel_on_stop(engine, stop)  # Stop also cuts the requests in flight, not only between chunks
+    try:
+        for start in range(0, len(todo), chunk_size):
+            if stop is not None and stop.is_set():
+                checkpoint.close()
+                raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
+            chunk = todo[start : start + chunk_size]
+            mark = [time.perf_counter()]
 
-        def on_result(j: int, result: StepResult) -> None:
-            if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
-                absent.add(result.step.key)
+            def on_result(j: int, result: StepResult) -> None:
+                if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
+                    absent.add(result.step.key)
+                    if progress:
+                        last = len(done) + len(absent) == total
+                        progress(len(done) + len(absent), total, _live_aggregate(done, config.scorer) if last else None)
+                    mark[0] = time.perf_counter()
+                    return
+                # generation time of this step: since the previous step finished, not counting the
+                # lab's own bookkeeping below (checkpoint, live aggregate, progress)
+                gen = time.perf_counter() - mark[0]
+                done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
+                checkpoint.append(result.per_step, gen)
                 if progress:
-                    last = len(done) + len(absent) == total
-                    progress(len(done) + len(absent), total, _live_aggregate(done, config.scorer) if last else None)
+                    # the live aggregate is recomputed at most 4 times a second (and at the end)
+                    t, live = time.perf_counter(), None
+                    if t - last_live[0] >= 0.25 or len(done) + len(absent) == total:
+                        live, last_live[0] = _live_aggregate(done, config.scorer), t
+                    progress(len(done) + len(absent), total, live)
                 mark[0] = time.perf_counter()
-                return
-            # generation time of this step: since the previous step finished, not counting the
-            # lab's own bookkeeping below (checkpoint, live aggregate, progress)
-            gen = time.perf_counter() - mark[0]
-            done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
-            checkpoint.append(result.per_step, gen)
-            if progress:
-                # the live aggregate is recomputed at most 4 times a second (and at the end)
-                t, live = time.perf_counter(), None
-                if t - last_live[0] >= 0.25 or len(done) + len(absent) == total:
-                    live, last_live[0] = _live_aggregate(done, config.scorer), t
-                progress(len(done) + len(absent), total, live)
-            mark[0] = time.perf_counter()
 
-        try:
-            chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
-            if config.samples > 1:
-                run_sampled_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts,
-                                  n=config.samples)
-            else:
-                run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
-        finally:
-            checkpoint.sync()
+            try:
+                chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
+                if config.samples > 1:
+                    run_sampled_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts,
+                                      n=config.samples)
+                else:
+                    run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
+            finally:
+                checkpoint.sync()
+    finally:
+        watching.set()
+    if stop is not None and stop.is_set() and len(done) + len(absent) < total:
+        checkpoint.close()
+        raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
 
     per_step = [done[s.key] for s in steps if s.key in done]
     header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
@@ -200,6 +207,24 @@ def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
             f"({'; '.join(_describe_change(k, old.get(k), new.get(k)) for k in changed)}); "
             "resume with the same settings, pick another run name, or delete the checkpoint to start over"
         )
+
+
+def _cancel_on_stop(engine: Engine, stop: threading.Event | None) -> threading.Event:
+    """Watch `stop` while a replay runs: once set, the engine's cancel() (where it has one) drops the
+    requests in flight. Returns the event that ends the watch."""
+    over = threading.Event()
+    cancel = getattr(engine, "cancel", None)
+    if stop is None or cancel is None:
+        return over
+
+    def watch() -> None:
+        while not over.is_set():
+            if stop.wait(0.05):
+                cancel()  # again every 0.2 s: a chunk that began just as Stop came is cut too
+                over.wait(0.2)
+
+    threading.Thread(target=watch, name="lab-replay-stop", daemon=True).start()
+    return over
 
 
 def _steps_digest(steps: list[Step]) -> dict:

@@ -119,10 +119,11 @@ def run_sampled_steps(
     by_sample = [
         run_steps(engine, steps, replace(sampling, seed=first + k), None, scorer, prompts) for k in range(n)
     ]
+    keyed = [{r.step.key: r for r in results} for results in by_sample]  # a cancel (Stop) may drop some
     merged = []
-    for i, result in enumerate(by_sample[0]):
+    for i, result in enumerate(r for r in by_sample[0] if all(r.step.key in ks for ks in keyed)):
         row = dict(result.per_step)
-        row["samples"] = [sample_entry(k, first + k, by_sample[k][i]) for k in range(n)]
+        row["samples"] = [sample_entry(k, first + k, keyed[k][result.step.key]) for k in range(n)]
         result.per_step = row
         merged.append(result)
         if on_result is not None:

@@ -83,7 +83,7 @@ def scatter_by_family(
     """One trace per family × training method: colour = family, marker symbol = training method."""
     data = df.assign(_family=df["family"].fillna("unknown"), _method=df["training_method"].fillna("unknown"))
     for (family, method), part in data.groupby(["_family", "_method"], sort=True):
-        custom, template = hover_data(part, hover_cols or [x, y, "source"])
+        custom, template = hover_data(part, (hover_cols or [x, y, "source"]) + ["coverage"])
         trace = go.Scatter(
             x=part[x], y=part[y], mode="markers", name=f"{family} · {method}",
             legendgroup=f"{family} · {method}", showlegend=show_legend,

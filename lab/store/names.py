@@ -79,7 +79,8 @@ def training_method_of(text: str) -> str:
 
 def display_name(result: dict, short_to_repo: dict[str, str] | None = None) -> str:
     """SPEC §9 display name: known short name → repo; model_path unless absolute;
-    directory name (+ " (checkpoint-N)"); else model_short. A LoRA adapter is appended
+    directory name (+ " (checkpoint-N)"), unless a lab run (`engine_spec`) was given its own name;
+    else model_short. A LoRA adapter is appended
     as " + LoRA <name>" so adapter runs on one base stay apart."""
     short = str(result.get("model_short") or result.get("model") or "")
     model_path = str(result.get("model_path") or "")
@@ -90,7 +91,9 @@ def display_name(result: dict, short_to_repo: dict[str, str] | None = None) -> s
     elif model_path:
         parts = [p for p in model_path.rstrip("/").split("/") if p]
         last = parts[-1] if parts else ""
-        if last.startswith("checkpoint-") and len(parts) > 1:
+        if result.get("engine_spec") and short and short != last:
+            name = short  # a lab run named by its engine / run name (`tinyB` on /models/tiny stays `tinyB`)
+        elif last.startswith("checkpoint-") and len(parts) > 1:
             name = f"{parts[-2]} ({last})"
         else:
             name = last or short

@@ -17,7 +17,7 @@ from lab.store.figures import (
 
 # -- the plots ------------------------------------------------------------------------------------
 def leaderboard_figure(df: pd.DataFrame, title: str | None = None) -> go.Figure:
-    """Score bars, best on top, coloured by family; starred/approximate scores hatched."""
+    """Score bars, best on top, coloured by family; starred/approximate scores hatched '/', partial runs 'x'."""
     n_pub = int((df.get("source") == "published").sum()) if len(df) else 0
     title = title or f"TB2-lite corrected leaderboard: {n_pub} published" + (
         f" + {len(df) - n_pub} runs" if len(df) > n_pub else ""
@@ -27,12 +27,14 @@ def leaderboard_figure(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     data = df.sort_values("score", ascending=True, kind="stable").assign(_label=lambda d: unique_labels(d))
     fig = go.Figure()
     for family, part in data.groupby(data["family"].fillna("unknown"), sort=True):
-        custom, template = hover_data(part, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source", "rank"])
+        custom, template = hover_data(part, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source",
+                                             "rank", "coverage"])
         marked = part["score_marked"].fillna(False).astype(bool) if "score_marked" in part else pd.Series(False, index=part.index)
+        partial = part["partial"].fillna(False).astype(bool) if "partial" in part else pd.Series(False, index=part.index)
         fig.add_trace(go.Bar(
             x=part["score"], y=part["_label"], orientation="h", name=family, text=part["_label"],
             textposition="none", customdata=custom, hovertemplate=template,
-            marker=dict(color=family_color(family), pattern_shape=["/" if m else "" for m in marked],
+            marker=dict(color=family_color(family), pattern_shape=["/" if m else "x" if p else "" for m, p in zip(marked, partial)],
                         line=dict(width=[2 if s == "run" else 0 for s in part["source"]], color="#111")),
         ))
     fig.update_yaxes(categoryorder="array", categoryarray=data["_label"].tolist(), title=None)
@@ -201,30 +203,39 @@ PLOT_SPECS: dict[str, tuple[Callable[..., pd.DataFrame], Callable[[pd.DataFrame]
 }
 
 
-def figure_for(store: Store, name: str, **params: Any) -> go.Figure:
-    """Run a plot's query with `params` and draw it."""
+def name_filtered(df: pd.DataFrame, text: str = "") -> pd.DataFrame:
+    """Rows whose name contains `text` (case-insensitive; the Results tab's filter, for plots too)."""
+    text = (text or "").strip()
+    if not text or "name" not in df:
+        return df
+    return df[df["name"].astype(str).str.contains(text, case=False, regex=False)]
+
+
+def figure_for(store: Store, name: str, name_filter: str = "", **params: Any) -> go.Figure:
+    """Run a plot's query with `params`, keep the rows whose name contains `name_filter`, draw it."""
     query, draw = PLOT_SPECS[name]
-    return draw(query(store, **params))
+    return draw(name_filtered(query(store, **params), name_filter))
 
 
-def _scoped(name: str) -> Callable[[Store, bool], go.Figure]:
-    def plot(store: Store, first56_only: bool = False) -> go.Figure:
-        return figure_for(store, name, first56_only=first56_only, include_runs=not first56_only)
+def _scoped(name: str) -> Callable[..., go.Figure]:
+    def plot(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
+        return figure_for(store, name, name_filter, first56_only=first56_only, include_runs=not first56_only)
     return plot
 
 
 # plot name -> function(store, first56_only) -> Figure, for the UI's plot picker
-PLOTS: dict[str, Callable[[Store, bool], go.Figure]] = {
+PLOTS: dict[str, Callable[..., go.Figure]] = {
     "leaderboard": _scoped("leaderboard"),
     "score_vs_params": _scoped("score_vs_params"),
     "precision_recall": _scoped("precision_recall"),
     "json_vs_f1": _scoped("json_vs_f1"),
     "speed_vs_score": _scoped("speed_vs_score"),
-    "by_bucket": lambda store, first56_only=False: figure_for(store, "by_bucket"),
-    "by_source_group": lambda store, first56_only=False: figure_for(store, "by_source_group"),
-    "checkpoint_series": lambda store, first56_only=False: figure_for(store, "checkpoint_series", min_points=2),
-    "tb2lite_vs_tblite": lambda store, first56_only=False: figure_for(store, "tb2lite_vs_tblite"),
-    "equiv_vs_f1": lambda store, first56_only=False: figure_for(store, "equiv_vs_f1"),
+    "by_bucket": lambda store, first56_only=False, name_filter="": figure_for(store, "by_bucket", name_filter),
+    "by_source_group": lambda store, first56_only=False, name_filter="": figure_for(store, "by_source_group", name_filter),
+    "checkpoint_series": lambda store, first56_only=False, name_filter="": figure_for(
+        store, "checkpoint_series", name_filter, min_points=2),
+    "tb2lite_vs_tblite": lambda store, first56_only=False, name_filter="": figure_for(store, "tb2lite_vs_tblite", name_filter),
+    "equiv_vs_f1": lambda store, first56_only=False, name_filter="": figure_for(store, "equiv_vs_f1", name_filter),
 }
 
 from lab.store.series import series_plot  # noqa: E402 - registered last: it uses the store's runs only

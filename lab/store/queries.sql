@@ -3,9 +3,12 @@
 -- "{order}" is filled only from the whitelist in queries.py.
 
 -- name: leaderboard
+-- rank: the 56-row snapshot's rank in that view, the 116-row ranking's otherwise (lab runs: none).
 SELECT name, source, run_id, model_id, family, training_method, params_b, active_params_b,
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
-       sec_per_step, load_s, template_status, rank_eligible, rank, in_first_56, equiv_score, spelling_gap
+       sec_per_step, load_s, template_status, rank_eligible,
+       CASE WHEN $first56_only THEN rank ELSE rank_latest END AS rank, in_first_56, equiv_score, spelling_gap,
+       steps, total_steps, coverage, partial
 FROM results_all
 WHERE scoring_version = 'corrected_303'
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56))
@@ -13,7 +16,7 @@ WHERE scoring_version = 'corrected_303'
 ORDER BY {order}, name;
 
 -- name: score_vs_params
-SELECT name, source, run_id, family, training, training_method, params_b,
+SELECT name, source, run_id, coverage, partial, family, training, training_method, params_b,
        coalesce(active_params_b, params_b) AS active_params_b, active_params_b IS NOT NULL AS is_moe, score
 FROM results_all
 WHERE scoring_version = 'corrected_303' AND params_b IS NOT NULL AND score IS NOT NULL
@@ -21,21 +24,21 @@ WHERE scoring_version = 'corrected_303' AND params_b IS NOT NULL AND score IS NO
 ORDER BY params_b, name;
 
 -- name: precision_recall
-SELECT name, source, run_id, family, training_method, precision, recall, avg_command_f1, score
+SELECT name, source, run_id, coverage, partial, family, training_method, precision, recall, avg_command_f1, score
 FROM results_all
 WHERE scoring_version = 'corrected_303' AND precision IS NOT NULL AND recall IS NOT NULL
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56)) OR (source = 'run' AND $include_runs))
 ORDER BY score DESC, name;
 
 -- name: json_vs_f1
-SELECT name, source, run_id, family, training_method, valid_json_pct, avg_command_f1, score
+SELECT name, source, run_id, coverage, partial, family, training_method, valid_json_pct, avg_command_f1, score
 FROM results_all
 WHERE scoring_version = 'corrected_303' AND valid_json_pct IS NOT NULL AND avg_command_f1 IS NOT NULL
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56)) OR (source = 'run' AND $include_runs))
 ORDER BY valid_json_pct, name;
 
 -- name: speed_vs_score
-SELECT name, source, run_id, family, training_method, sec_per_step, score
+SELECT name, source, run_id, coverage, partial, family, training_method, sec_per_step, score
 FROM results_all
 WHERE scoring_version = 'corrected_303' AND sec_per_step > 0 AND score IS NOT NULL
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56)) OR (source = 'run' AND $include_runs))
@@ -47,7 +50,7 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, coalesce(model_la
 FROM leaderboard_groups
 WHERE group_type = 'replay_position_bucket' AND $include_published
 UNION ALL
-SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || ']', s.bucket,
+SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) ELSE '' END || ']', s.bucket,
        count(*), round(avg(s.command_f1), 4)
 FROM steps s JOIN runs r ON r.run_id = s.run_id
 WHERE r.scoring_version = 'corrected_303' AND ($run_ids IS NULL OR list_contains($run_ids, s.run_id))
@@ -61,7 +64,7 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, coalesce(model_la
 FROM leaderboard_groups
 WHERE group_type LIKE 'source_group%' AND $include_published
 UNION ALL
-SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || ']', s.source_group, 'all',
+SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) ELSE '' END || ']', s.source_group, 'all',
        count(*), round(avg(s.command_f1), 4), round(100 * avg(s.first_cmd_exact), 1)
 FROM steps s JOIN runs r ON r.run_id = s.run_id
 WHERE r.scoring_version = 'corrected_303' AND ($run_ids IS NULL OR list_contains($run_ids, s.run_id))
@@ -69,7 +72,7 @@ GROUP BY s.run_id, s.source_group
 ORDER BY source, name, source_group;
 
 -- name: checkpoint_series
-SELECT name, source, run_id, family, training_method, epochs, checkpoint_step,
+SELECT name, source, run_id, coverage, partial, family, training_method, epochs, checkpoint_step,
        coalesce(checkpoint_step, epochs) AS x,
        CASE WHEN checkpoint_step IS NOT NULL THEN 'checkpoint step' ELSE 'epoch' END AS x_kind,
        regexp_replace(regexp_replace(name, '\d+-?Epoch', 'N-Epoch', 'gi'),
@@ -147,7 +150,7 @@ FROM legacy_leaderboard ORDER BY row_no;
 -- name: equiv_vs_f1
 -- equiv_f1 (lab/scoring/equiv; NOT the published score) next to the harness F1, lab runs only:
 -- published rows have no units to normalise.
-SELECT name, source, run_id, family, training_method, score, equiv_score, spelling_gap
+SELECT name, source, run_id, coverage, partial, family, training_method, score, equiv_score, spelling_gap
 FROM results_all
 WHERE source = 'run' AND scoring_version = 'corrected_303' AND score IS NOT NULL AND equiv_score IS NOT NULL
 ORDER BY spelling_gap DESC, name;

@@ -93,6 +93,21 @@ AGGREGATE_FIELDS = (
 )
 
 
+# steps of the full replay selection per scoring version: the denominator of a run's coverage
+# when its file does not say (`total_input_steps`)
+FULL_STEPS = {"corrected_303": 303, "legacy_386": 386}
+
+
+def coverage_fields(result: dict, steps: int, version: str) -> dict[str, Any]:
+    """total_steps, coverage (0-1), num_shards, shard_index and partial of one result dict."""
+    total = _int(result.get("total_input_steps")) or FULL_STEPS.get(version) or steps
+    shards, index = _int(result.get("num_shards")), _int(result.get("shard_index"))
+    coverage = round(min(steps / total, 1.0), 4) if total else None
+    one_shard = shards is not None and shards > 1 and index is not None
+    return {"total_steps": total, "coverage": coverage, "num_shards": shards, "shard_index": index,
+            "partial": bool(one_shard or (coverage is not None and coverage < 1))}
+
+
 @dataclass(frozen=True)
 class ModelFacts:
     """What the published leaderboard knows about a model id (family, sizes, training)."""
@@ -199,4 +214,5 @@ def run_row(
         "aggregate_json": json.dumps(aggregate, ensure_ascii=False, default=str),
         "imported_at": imported_at,
     }
+    row.update(coverage_fields(result, row["steps"], row["scoring_version"]))
     return row

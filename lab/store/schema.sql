@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 3
+-- schema_version: 4
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -136,7 +136,13 @@ CREATE TABLE runs (
     -- equiv_f1, the lab's shell-aware second opinion: NOT the published score (lab/scoring/equiv)
     avg_equiv_f1                DOUBLE,                -- mean of steps.equiv_f1
     equiv_score                 DOUBLE,                -- 100 x avg_equiv_f1
-    spelling_gap                DOUBLE                 -- equiv_score - score (points lost to spelling)
+    spelling_gap                DOUBLE,                -- equiv_score - score (points lost to spelling)
+    -- coverage: how much of the replay selection the run answered (a 14-step run is not a 303-step score)
+    total_steps                 INTEGER,               -- steps of the selection: total_input_steps, else 303 (corrected) / 386 (legacy)
+    coverage                    DOUBLE,                -- steps / total_steps (0-1)
+    num_shards                  INTEGER,               -- a shard file's num_shards (NULL: not sharded)
+    shard_index                 INTEGER,
+    partial                     BOOLEAN NOT NULL DEFAULT FALSE  -- coverage < 1 or one shard of several
 );
 
 -- One row per run x step. (run_id, step_key) is stable: other modules key annotations on it.
@@ -232,17 +238,23 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, model_label AS na
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
        sec_per_step, load_s, template_status, rank_eligible, in_first_56, rank,
        'corrected_303' AS scoring_version,
-       CAST(NULL AS DOUBLE) AS equiv_score, CAST(NULL AS DOUBLE) AS spelling_gap
+       CAST(NULL AS DOUBLE) AS equiv_score, CAST(NULL AS DOUBLE) AS spelling_gap,
+       rank_latest, steps, 303 AS total_steps, round(coalesce(steps, 303) / 303, 4) AS coverage,
+       coalesce(steps, 303) < 303 AS partial
 FROM leaderboard
 UNION ALL
 SELECT 'run', run_id,
        CASE WHEN checkpoint_step IS NOT NULL AND display_name NOT LIKE '%checkpoint-%'
-            THEN display_name || ' (checkpoint-' || checkpoint_step || ')' ELSE display_name END,
+            THEN display_name || ' (checkpoint-' || checkpoint_step || ')' ELSE display_name END
+       || CASE WHEN partial THEN ' [partial ' || steps || '/' || coalesce(total_steps, steps)
+                    || CASE WHEN num_shards > 1 THEN ', shard ' || (shard_index + 1) || ' of ' || num_shards ELSE '' END
+                    || ']' ELSE '' END,
        model_id,
        family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
        score, FALSE, avg_command_f1, avg_command_precision, avg_command_recall, first_cmd_exact_pct,
        valid_json_pct, avg_sec_per_step, load_time_sec, template_status, rank_eligible, FALSE, NULL,
-       scoring_version, equiv_score, spelling_gap
+       scoring_version, equiv_score, spelling_gap,
+       NULL, steps, total_steps, coverage, partial
 FROM runs;
 
 CREATE TABLE schema_version (

@@ -28,7 +28,8 @@ def series_frame(store: Store) -> pd.DataFrame:
     cols = "p.series AS pub_series, p.x_kind AS pub_x_kind, p.x AS pub_x" if published else \
         "NULL AS pub_series, NULL AS pub_x_kind, NULL AS pub_x"
     df = store.query(
-        f"SELECT r.run_id, r.display_name AS name, r.model_short, r.path, r.checkpoint_step, r.score, r.steps, "
+        f"SELECT r.run_id, r.display_name || CASE WHEN r.partial THEN ' [partial ' || r.steps || '/' || r.total_steps || ']' "
+        f"ELSE '' END AS name, r.model_short, r.path, r.checkpoint_step, r.score, r.steps, "
         f"r.scoring_version, {cols} FROM runs r {join}"
     )
     rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
@@ -84,12 +85,18 @@ def leaderboard_checkpoints(store: Store) -> pd.DataFrame:
     return df
 
 
-def series_plot(store: Store, first56_only: bool = False) -> go.Figure:
+def _named(df: pd.DataFrame, text: str) -> pd.DataFrame:
+    text = (text or "").strip()
+    return df[df["name"].astype(str).str.contains(text, case=False, regex=False)] if text and len(df) else df
+
+
+def series_plot(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
     """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows);
-    until a series is in the store it shows the leaderboard's checkpoint rows as points."""
-    df = series_frame(store)
+    until a series is in the store it shows the leaderboard's checkpoint rows as points.
+    Names carry "[partial n/N]" for runs that answered part of their selection."""
+    df = _named(series_frame(store), name_filter)
     if df.empty:
-        points = leaderboard_checkpoints(store)
+        points = _named(leaderboard_checkpoints(store), name_filter)
         if not points.empty:
             fig = series_figure(points)
             fig.update_traces(mode="markers")

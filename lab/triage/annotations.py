@@ -44,6 +44,12 @@ def add_annotation(
         ).fetchone()[0]
         if not exists:
             raise LabError(f"annotation: run {run_id!r} has no step {step_key!r}; pick a step from the list")
+        same = cur.execute(
+            "SELECT tag FROM annotations WHERE run_id = ? AND step_key = ? AND lower(tag) = lower(?)",
+            [run_id, step_key, tag],
+        ).fetchone()
+        if same:
+            raise LabError(f"annotation: step {step_key} of run {run_id} already has the tag '{same[0]}'")
         row = cur.execute(
             "INSERT INTO annotations (run_id, step_key, tag, note, author, created_at) VALUES (?, ?, ?, ?, ?, ?)"
             " RETURNING id",

@@ -24,6 +24,11 @@ TEXT_FIELDS = {
     "commands": "array_to_string(coalesce(s.pred_command_units, []), chr(10))",
     "raw": "coalesce(s.raw_output, s.pred_preview, '')",
 }
+# a regex is tested on each command unit, and on each line of the raw output (RE2 multi-line)
+REGEX_FIELDS = {
+    "commands": "len(list_filter(coalesce(s.pred_command_units, []), lambda u: regexp_matches(u, ?))) > 0",
+    "raw": "regexp_matches(coalesce(s.raw_output, s.pred_preview, ''), '(?m)' || ?)",
+}
 ORDER_COLUMNS = {
     "step": "s.task_id, s.step_idx",
     "run": "s.run_id, s.task_id, s.step_idx",
@@ -230,8 +235,9 @@ def slice_where(spec: SliceSpec) -> tuple[str, list[Any]]:
         add("s.n_ref_units <= ?", spec.ref_units_max)
     if spec.text:
         columns = list(TEXT_FIELDS.values()) if spec.text_in == "both" else [TEXT_FIELDS[spec.text_in]]
-        if spec.text_regex:
-            add("(" + " OR ".join(f"regexp_matches({c}, ?)" for c in columns) + ")", *[spec.text] * len(columns))
+        if spec.text_regex:  # anchored per command (commands) and per line (raw output): `^cd` finds any `cd …`
+            regex = [REGEX_FIELDS["commands" if c == TEXT_FIELDS["commands"] else "raw"] for c in columns]
+            add("(" + " OR ".join(regex) + ")", *[spec.text] * len(columns))
         else:
             add("(" + " OR ".join(f"contains(lower({c}), lower(?))" for c in columns) + ")", *[spec.text] * len(columns))
     for flag in spec.flags:  # names checked against BOOLEAN_FLAGS in validate()

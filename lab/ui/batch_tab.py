@@ -84,19 +84,35 @@ def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
     return stem
 
 
+def finished_run_file(out_dir: Path, stem: str) -> Path | None:
+    """The result file of a finished run named `stem` (None when there is none, or it is still resumable)."""
+    final = out_dir / f"{stem}.json"
+    return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
+
+
+def new_run_name(out_dir: Path, stem: str) -> str:
+    """`stem-2`, `stem-3` …: the first name with neither a result file nor a checkpoint."""
+    k = 2
+    while (out_dir / f"{stem}-{k}.json").exists() or (out_dir / f"{stem}-{k}.partial.jsonl").exists():
+        k += 1
+    return f"{stem}-{k}"
+
+
 def run_batch(
     ctx: LabContext,
     names: Sequence[str],
     steps: list[Step],
     *,
     resume: bool = True,
+    new_run: bool = False,
     run_name: str | None = None,
     stop: threading.Event | None = None,
     on_update: Callable[[list[BatchRow]], None] | None = None,
     chunk_size: int = BATCH_CHUNK,
 ) -> list[BatchRow]:
     """Replay `steps` on each named ready engine in turn; write results/runs/<name>.json, import it
-    into the store. An engine's failure is recorded in its row; the next engine still runs."""
+    into the store. An engine's failure is recorded in its row; the next engine still runs.
+    A finished run is never regenerated in place: its row says so, unless `new_run` asks for a fresh name."""
     from lab.runs.replay import ReplayConfig, replay as replay_run
 
     entries = {e.name: e for e in ctx.engine_entries()}
@@ -125,8 +141,18 @@ def run_batch(
             update()
             continue
         out_dir = Path(ctx.settings.runs_dir)
+        stem = safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None)
+        finished = finished_run_file(out_dir, stem)
+        if finished is not None and not new_run:
+            row.state = (f"already complete: {finished.name} holds a finished run (kept); tick "
+                         "'start a new run' to run it again under a new name")
+            row.path = str(finished)
+            update()
+            continue
+        if finished is not None:
+            stem = new_run_name(out_dir, stem)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
-                              run_name=safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None),
+                              run_name=stem,
                               chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
         row.state = "running"
         update()
@@ -160,6 +186,9 @@ def run_batch(
     return rows
 
 
+STOPPING = "stopping (requests in flight cancelled; finished steps kept)"
+
+
 def batch_updates(
     ctx: LabContext, names: Sequence[str], steps: list[Step], stop: threading.Event, **options
 ) -> Iterator[list[BatchRow]]:
@@ -174,8 +203,16 @@ def batch_updates(
             events.put(finished)
 
     threading.Thread(target=work, name="lab-batch", daemon=True).start()
+    latest: list[BatchRow] = []
+    shown_stopping = False
     while True:
-        rows = events.get()
+        try:
+            rows = events.get(timeout=0.1)
+        except queue.Empty:  # Stop pressed: say so at once, before the engine has wound down
+            if stop.is_set() and not shown_stopping and latest:
+                shown_stopping = True
+                yield [replace(r, state=STOPPING) if r.state == "running" else r for r in latest]
+            continue
         while rows is not finished and not events.empty():  # skip to the latest snapshot
             nxt = events.get()
             if nxt is finished:
@@ -184,6 +221,10 @@ def batch_updates(
             rows = nxt
         if rows is finished:
             return
+        latest = rows
+        if stop.is_set():
+            shown_stopping = True
+            rows = [replace(r, state=STOPPING) if r.state == "running" else r for r in rows]
         yield rows
 
 
@@ -193,9 +234,8 @@ def build_batch_tab(ctx: LabContext) -> None:
     with gr.Tab("Batch", id="batch") as tab:
         if not batch_allowed(ctx.settings):
             gr.HTML(f'<div class="lab-empty">{esc(BATCH_OFF)}</div>')
-        if replay is None:
-            gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
-                    "or download it in Compare.</div>")
+        no_replay = gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '
+                            "or download it in Compare.</div>", visible=replay is None, elem_id="lab-batch-no-replay")
         engines = gr.CheckboxGroup([e.name for e in ctx.engine_entries() if e.state == "ready"],
                                    label="engines (ready ones; add more in the Engines tab)",
                                    elem_id="lab-batch-engines")
@@ -208,6 +248,8 @@ def build_batch_tab(ctx: LabContext) -> None:
         selected = gr.HTML(elem_id="lab-batch-selected")
         with gr.Row(equal_height=True):
             resume = gr.Checkbox(True, label="resume an interrupted run (keeps finished steps)")
+            new_run = gr.Checkbox(False, label="start a new run (a finished run of that name is kept)",
+                                  elem_id="lab-batch-new-run")
             run_name = gr.Textbox(label="run name (optional; one engine only; default: engine name)", scale=2)
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
@@ -219,11 +261,16 @@ def build_batch_tab(ctx: LabContext) -> None:
         return f'<div class="lab-muted">{n} of {len(ctx.replay.steps) if ctx.replay else 0} steps selected</div>'
 
     def refresh(current, task_sel, bucket_sel, group_sel):
+        """Engines ready now, and the replay's tasks and groups (a replay downloaded in the app fills them)."""
         names = [e.name for e in ctx.engine_entries() if e.state == "ready"]
+        rp = ctx.replay
         return (gr.update(choices=names, value=[n for n in (current or []) if n in names]),
+                gr.update(choices=rp.tasks if rp else []),
+                gr.update(choices=sorted({s.source_group for s in rp.steps}) if rp else []),
+                gr.update(visible=rp is None),
                 count(task_sel, bucket_sel, group_sel))
 
-    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, progress=gr.Progress()):
+    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False, progress=gr.Progress()):
         if not batch_allowed(ctx.settings):
             gr.Warning(BATCH_OFF)
             return
@@ -240,7 +287,8 @@ def build_batch_tab(ctx: LabContext) -> None:
             return
         stop_event.clear()
         rows: list[BatchRow] = []
-        for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume), run_name=name or None):
+        for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume),
+                                  new_run=bool(fresh), run_name=name or None):
             done = sum(r.done for r in rows)
             total = max(sum(r.total for r in rows), 1)
             current = next((r for r in rows if r.state == "running"), None)
@@ -254,11 +302,12 @@ def build_batch_tab(ctx: LabContext) -> None:
     filters = [tasks, buckets, groups]
     for comp in filters:
         comp.change(count, filters, selected, api_visibility="private", show_progress="hidden")
-    tab.select(refresh, [engines, *filters], [engines, selected], api_visibility="private", show_progress="hidden")
-    start.click(run, [engines, tasks, buckets, groups, resume, run_name], live, api_name="run_batch",
+    tab.select(refresh, [engines, *filters], [engines, tasks, groups, no_replay, selected], api_visibility="private",
+               show_progress="hidden")
+    start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run], live, api_name="run_batch",
                 concurrency_limit=1)
     def request_stop() -> None:
         stops.get(current_session()).set()
-        gr.Info("Stopping after the steps in progress; finished steps are kept for resume.")
+        gr.Info("Stopping: requests in flight are cancelled; finished steps are kept for resume.")
 
     stop_btn.click(request_stop, None, None, api_name="stop_batch")

@@ -346,6 +346,15 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     )
     whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
+
+    def on_page_load():
+        """A reload after the replay arrived (in another tab or session): no banner, the tasks listed."""
+        if ctx.replay is None:
+            return gr.update(), gr.update(), gr.update()
+        return gr.update(visible=False), gr.update(visible=False), gr.update(choices=task_choices(ctx))
+
+    gr.on(triggers=None, fn=on_page_load, outputs=[notice, download, task], api_visibility="private",
+          show_progress="hidden")
     audit_go.click(lambda req: audit_reply(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
         None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")

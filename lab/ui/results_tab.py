@@ -14,7 +14,7 @@ from lab.ui.published_panel import build_published_panel
 from lab.ui.render_html import render_notice, esc
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
-COLUMNS = ["rank", "name", "source", "score", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
+COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
            "valid_json_pct", "sec_per_step", "template_status", "family", "training_method", "params_b",
            "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
 SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step",
@@ -59,15 +59,16 @@ def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
     return dict(registry) if isinstance(registry, dict) else {}
 
 
-def draw_plot(ctx: LabContext, name: str, first56: bool):
-    """The plotly figure of plot `name` (LabError for an unknown plot or a store problem)."""
+def draw_plot(ctx: LabContext, name: str, first56: bool, name_filter: str = ""):
+    """The plotly figure of plot `name`, narrowed like the table by the name filter
+    (LabError for an unknown plot or a store problem)."""
     plots = plot_registry()
     if name not in plots:
         raise LabError(f"unknown plot '{name}'; choose one of: {', '.join(plots)}")
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
     with ctx._store_lock:
-        return plots[name](ctx.store, first56)
+        return plots[name](ctx.store, first56, name_filter=name_filter or "")
 
 
 def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | None) -> str | None:
@@ -134,9 +135,9 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
             return gr.update(), gr.update()
         return df, count_html(df, first56)
 
-    def draw(name: str, scope_label: str):
+    def draw(name: str, scope_label: str, filter_text: str = ""):
         try:
-            return draw_plot(ctx, name, SCOPES.get(scope_label, False))
+            return draw_plot(ctx, name, SCOPES.get(scope_label, False), filter_text or "")
         except LabError as exc:
             gr.Warning(str(exc))
             return None
@@ -155,6 +156,7 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
     tab.select(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
     table.select(on_select, table, open_in_compare.outputs, api_visibility="private")
     if plots:
-        which.change(draw, [which, scope], plot, api_visibility="private")
-        scope.change(draw, [which, scope], plot, api_visibility="private", show_progress="hidden")
-        tab.select(draw, [which, scope], plot, api_visibility="private", show_progress="hidden")
+        which.change(draw, [which, scope, text], plot, api_visibility="private")
+        scope.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
+        text.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
+        tab.select(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")

@@ -93,3 +93,5 @@ def wire_run_picker(ctx: LabContext, picker: RunPicker, outputs: list, redraw: C
     picker.add.click(on_add, [picker.runs, step], [picker.runs, *outputs], api_name="add_runs")
     tab.select(lambda: gr.update(choices=run_choices(ctx)), None, picker.runs, api_visibility="private",
                show_progress="hidden")
+    gr.on(triggers=None, fn=lambda: gr.update(choices=run_choices(ctx)), outputs=picker.runs,
+          api_visibility="private", show_progress="hidden")  # a page (re)load lists runs added since start

@@ -15,10 +15,13 @@ def _series(ctx: LabContext) -> dict[str, list[str]]:
         return series_runs(ctx.store)
 
 
+def series_choices(ctx: LabContext) -> list[tuple[str, str]]:
+    """(label, series) of every checkpoint series in the store now."""
+    return [(f"{name} · {len(ids)} runs", name) for name, ids in _series(ctx).items()]
+
+
 def build_series_picker(ctx: LabContext) -> tuple[gr.Dropdown, gr.Plot]:
-    series = _series(ctx)
-    choices = [(f"{name} · {len(ids)} runs", name) for name, ids in series.items()]
-    pick = gr.Dropdown(choices, value=None, label="checkpoint series (from the run names)", elem_id="lab-series-pick")
+    pick = gr.Dropdown(series_choices(ctx), value=None, label="checkpoint series (from the run names)", elem_id="lab-series-pick")
     plot = gr.Plot(label="score against checkpoint", elem_id="lab-series-plot")
     return pick, plot
 

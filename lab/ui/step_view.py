@@ -123,6 +123,11 @@ def metrics_dict(metrics: Any) -> dict[str, float]:
     return {k: float(metrics[k]) for k in keys if k in metrics}
 
 
+def _recorded_status(row: dict) -> str:
+    status = row.get("template_status")
+    return str(status) if status else "not recorded"
+
+
 def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -> EngineView:
     """Shape a pipeline StepResult into a column (an engine error becomes an error column)."""
     completion = result.completion
@@ -132,8 +137,9 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         name=name,
         kind=kind,
         prompt_text=prompt.text,
-        prompt_status=prompt.status,
-        prompt_error=prompt.error,
+        # a stored run shows what it recorded, not the lab's re-render of the prompt without its tokenizer
+        prompt_status=(_recorded_status(completion.stored) if completion.stored is not None else prompt.status),
+        prompt_error=None if completion.stored is not None else prompt.error,
         prompt_tokens=completion.prompt_tokens if completion.prompt_tokens is not None else prompt.n_tokens,
         raw_output=completion.text or "",
         finish_reason=completion.finish_reason,

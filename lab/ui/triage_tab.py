@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 import plotly.express as px
+import plotly.graph_objects as go
 
 from lab.errors import LabError
 from lab.triage import (
@@ -19,8 +20,9 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
+from lab.ui.render_html import esc
 from lab.ui.stability_triage import build_stability_panel
-from lab.ui.series_picker import build_series_picker, wire_series_picker
+from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
 
 PAGE_SIZE = 50
 ANY = "any"
@@ -45,11 +47,19 @@ def load_choices(ctx: LabContext) -> Choices:
         return Choices([], [], [], [], [])
     with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
         refresh_step_flags(store)
-    runs = query_df(store, "SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
-    labels = [(f"{r.display_name} · {r.run_id}", r.run_id) for r in runs.itertuples()]
+    runs = query_df(store, "SELECT run_id, display_name, steps, total_steps, coverage, partial FROM runs "
+                           "ORDER BY display_name, run_id")
+    labels = [(run_label(r), r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
     tasks = list(query_df(store, "SELECT DISTINCT task_id FROM steps ORDER BY 1")["task_id"])
     return Choices(labels, groups, tasks, tags_in_use(store), list_slices(store))
+
+
+def run_label(r: Any) -> str:
+    """"name · run_id · n/N steps" (with "partial" when the run answered part of its selection)."""
+    total = r.total_steps if r.total_steps == r.total_steps and r.total_steps is not None else r.steps
+    partial = " partial" if bool(r.partial) else ""
+    return f"{r.display_name} · {r.run_id} · {int(r.steps)}/{int(total)} steps{partial}"
 
 
 def _tri(value: str) -> bool | None:
@@ -130,6 +140,13 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
             {FROM_CLAUSE} {where} GROUP BY ALL ORDER BY run""",
         params,
     )
+    if hist.empty:
+        message = ("no runs in the store yet: run a batch, fetch published runs (Results) or "
+                   "python -m lab results import FILE" if not ctx.store.scalar("SELECT count(*) FROM runs")
+                   else "no step matches this slice: widen the filters")
+        return (_empty_figure("F1 of the slice's steps", message), _empty_figure("Failure kinds in the slice", message))
+    labels = short_names([*hist["run"].astype(str), *kinds["run"].astype(str)])
+    hist["run"], kinds["run"] = hist["run"].astype(str).map(labels), kinds["run"].astype(str).map(labels)
     bins = [f"{b / 10:.1f}–{(b + 1) / 10:.1f}" for b in range(10)]
     hist["f1_bin"] = [bins[min(int(round(v * 10)), 9)] for v in hist["f1_bin"]]
     fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group",
@@ -138,9 +155,41 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
     fig_kinds = px.bar(kinds, x="run", y="steps", color="failure_kind", title="Failure kinds in the slice",
                        category_orders={"failure_kind": list(FAILURE_KINDS)})
     fig_f1.update_xaxes(type="category", categoryarray=bins, range=[-0.5, 9.5])
-    for fig in (fig_f1, fig_kinds):
-        fig.update_layout(height=320, margin=dict(l=40, r=10, t=40, b=40))
+    for fig in (fig_f1, fig_kinds):  # legend under the plot: it never covers the title
+        fig.update_layout(height=380, margin=dict(l=40, r=10, t=50, b=40),
+                          legend=dict(orientation="h", yanchor="top", y=-0.25, x=0, title=None))
+    fig_kinds.update_xaxes(tickangle=-30, automargin=True, title=None)
     return fig_f1, fig_kinds
+
+
+def diff_message(rows: int, view: str) -> str:
+    """What the baseline-vs-candidate table shows, or why it is empty."""
+    if rows:
+        return f'<div class="lab-muted">{rows} step{"s" if rows != 1 else ""} ({esc(view)})</div>'
+    why = {"improved": "no step where the candidate scores higher than the baseline",
+           "regressed": "no step where the candidate scores lower than the baseline"}.get(
+        view, "no step where the two runs score differently (or no step in common)")
+    return f'<div class="lab-empty" data-empty="1">{esc(why)}</div>'
+
+
+def _empty_figure(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=title, height=320, margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def short_names(names: list[str], limit: int = 28) -> dict[str, str]:
+    """Run name -> a label of at most `limit` characters (kept apart when two shorten alike)."""
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        label = name if len(name) <= limit else name[: limit - 1] + "…"
+        while label in out.values():
+            label = label[:-1] + "′"
+        out[name] = label
+    return out
 
 
 def share_url(base: str, spec: SliceSpec) -> str:
@@ -170,7 +219,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         choices, problem = Choices([], [], [], [], []), str(exc)
     risk_names = [f"{p.category}:{p.name}" for p in load_risk_patterns().patterns]
 
-    with gr.Tab("Triage", id="triage"):
+    with gr.Tab("Triage", id="triage") as triage_tab:
         if problem:
             gr.Markdown(f"**Triage needs the results database:** {problem}")
             return
@@ -196,7 +245,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 units_min = gr.Number(None, label="Ref units ≥", precision=0)
                 units_max = gr.Number(None, label="Ref units ≤", precision=0)
                 text = gr.Textbox(label="Text in commands / raw output", elem_id="triage-text", scale=2)
-                text_regex = gr.Checkbox(False, label="Regex (RE2)")
+                text_regex = gr.Checkbox(False, label="Regex (RE2; ^ and $ per command / per line)")
                 text_in = gr.Radio(["both", "commands", "raw"], value="both", label="Search in")
             with gr.Row():
                 flags = gr.Dropdown(list(BOOLEAN_FLAGS), multiselect=True, label="Flags (all must hold)")
@@ -248,11 +297,12 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
 
         with gr.Accordion("Baseline vs candidate", open=False):
             with gr.Row():
-                baseline = gr.Dropdown(choices.runs, label="Baseline")
-                candidate = gr.Dropdown(choices.runs, label="Candidate")
+                baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline")
+                candidate = gr.Dropdown(choices.runs, label="Candidate", elem_id="triage-candidate")
                 view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
                 diff_btn = gr.Button("Compare runs")
-            diff_table = gr.Dataframe(interactive=False, max_height=360)
+            diff_note = gr.HTML(elem_id="triage-diff-note")
+            diff_table = gr.Dataframe(interactive=False, max_height=360, elem_id="triage-diff-table")
             with gr.Row():
                 margin = gr.Number(0.0, label="Minimum F1 margin for a pair", minimum=0, maximum=1)
                 pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
@@ -262,7 +312,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             series_pick, series_plot = build_series_picker(ctx)
             with gr.Row():
                 series = gr.Dropdown(choices.runs, multiselect=True, label="Runs of one model (ordered by checkpoint)",
-                                     scale=3)
+                                     scale=3, elem_id="triage-flip-runs")
                 threshold = gr.Slider(0, 1, value=DEFAULT_RIGHT_THRESHOLD, step=0.05, label="Right = F1 ≥")
                 flip_btn = gr.Button("Show flips")
             flip_counts = gr.Dataframe(interactive=False)
@@ -302,6 +352,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         next_btn.click(lambda p, *v: show((p or 1) + 1, *v), [page, *filters], view_outputs, api_visibility="private")
 
         def on_load(request: gr.Request):
+            """Read the shared-slice link, and the pickers' choices afresh (runs added since start)."""
             base = ""
             spec = SliceSpec()
             try:
@@ -310,9 +361,35 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                     spec = SliceSpec.from_query(request.query_params)
             except LabError as exc:
                 gr.Warning(f"shared slice link: {exc}")
-            return [base, *inputs_from_spec(spec)]
+            values = dict(zip(FILTER_FIELDS, inputs_from_spec(spec)))
+            fresh = _fresh_choices()
+            out = [gr.update(choices=fresh[name], value=values[name]) if name in fresh else values[name]
+                   for name in FILTER_FIELDS]
+            return [base, *out, *_picker_updates(fresh)]
 
-        gr.on(triggers=None, fn=on_load, inputs=None, outputs=[base_url, *filters], api_visibility="private").then(
+        def _fresh_choices() -> dict[str, list]:
+            try:
+                c = load_choices(ctx)
+            except LabError:
+                return {}
+            return {"run_ids": c.runs, "source_groups": c.source_groups, "task_ids": c.task_ids, "tags": c.tags}
+
+        def _picker_updates(fresh: dict[str, list]) -> list:
+            runs = fresh.get("run_ids")
+            same = [gr.update() if runs is None else gr.update(choices=runs) for _ in (baseline, candidate, series)]
+            return [*same, gr.update(choices=series_choices(ctx)) if runs is not None else gr.update()]
+
+        def on_refresh():
+            """The tab opened again: every run picker lists the runs in the store now."""
+            fresh = _fresh_choices()
+            return [gr.update() if name not in fresh else gr.update(choices=fresh[name]) for name in
+                    ("run_ids", "source_groups", "task_ids", "tags")] + _picker_updates(fresh)
+
+        triage_tab.select(on_refresh, None, [run_ids, source_groups, task_ids, tags, baseline, candidate, series, series_pick],
+                          api_visibility="private", show_progress="hidden")
+
+        gr.on(triggers=None, fn=on_load, inputs=None, outputs=[base_url, *filters, baseline, candidate, series, series_pick],
+              api_visibility="private").then(
             apply, filters, view_outputs, api_visibility="private").then(
             show_share, [base_url, *filters], share, api_visibility="private")  # fmt: skip
 
@@ -390,14 +467,15 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         def on_diff(base, cand, which):
             if not base or not cand:
                 gr.Warning("pick a baseline and a candidate run")
-                return gr.update()
+                return gr.update(), gr.update()
             try:
-                return disagreement(ctx.store, base, cand, which)
+                df = disagreement(ctx.store, base, cand, which)
             except LabError as exc:
                 gr.Warning(str(exc))
-                return gr.update()
+                return gr.update(), gr.update()
+            return df, diff_message(len(df), which)
 
-        diff_btn.click(on_diff, [baseline, candidate, view], diff_table, api_visibility="private")
+        diff_btn.click(on_diff, [baseline, candidate, view], [diff_table, diff_note], api_visibility="private")
 
         def open_row(run_for_row):
             def handler(df: pd.DataFrame, *args):

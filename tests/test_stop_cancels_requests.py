@@ -1,0 +1,56 @@
+"""Stop takes effect within about a second: a replay through a real `transformers serve` (tiny model,
+long answers) is interrupted mid-chunk, the requests in flight are dropped, finished steps stay in the
+checkpoint (none recorded as an error), and the engine answers again afterwards."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from lab.data import load_replay
+from lab.engines.base import Sampling
+from lab.engines.registry import create_engine
+from lab.runs.replay import ReplayConfig, replay
+from tests.helpers_servers import transformers_serve
+from tests.paths import EXCERPT
+
+pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+
+
+def test_stop_cuts_in_flight_requests(tiny_model_dir, tmp_path):
+    steps = load_replay(str(EXCERPT)).steps
+    with transformers_serve(tiny_model_dir, tmp_path / "serve.log") as url:
+        engine = create_engine(f"openai:{url}#{tiny_model_dir}?concurrency=2&name=slow")
+        engine.load()
+        try:
+            sampling = Sampling(max_tokens=1500)  # seconds per answer on CPU: Stop lands mid-request
+            config = ReplayConfig(out_dir=tmp_path, eval_path=str(EXCERPT), run_name="slow", chunk_size=len(steps),
+                                  sampling=sampling, allow_raw_fallback=True)
+            stop = threading.Event()
+            seen: list[int] = []
+            stopped_at: list[float] = []
+
+            def progress(done: int, total: int, agg) -> None:
+                seen.append(done)
+                if done >= 1 and not stop.is_set():
+                    stopped_at.append(time.perf_counter())
+                    stop.set()
+
+            with pytest.raises(InterruptedError):
+                replay(engine, steps, config, progress=progress, stop=stop)
+            ended = time.perf_counter()
+            assert stopped_at, "no step finished before the test's time limit"
+            assert ended - stopped_at[0] < 1.5, f"Stop took {ended - stopped_at[0]:.2f} s"
+            rows = [json.loads(line) for line in (tmp_path / "slow.partial.jsonl").read_text().splitlines()[1:]]
+            kept = [r for r in rows if isinstance(r, dict) and "task_id" in r.get("row", r)]
+            assert 1 <= len(kept) < len(steps)
+            assert not any((r.get("row", r)).get("error") for r in kept)  # a dropped request is not an answer
+
+            # the engine is still usable after the cancel: fresh clients answer the next request
+            from lab.engines.base import Request
+            [answer] = engine.generate([Request(step=steps[0], prompt="hello")], Sampling(max_tokens=4))
+            assert answer is not None and not answer.error
+        finally:
+            engine.close()
