@@ -44,23 +44,9 @@ TEXTS = ["list the files", "cd /app && ls", "cat README.md", "echo hello", "grep
 
 def build_tiny_model(folder: Path) -> Path:
     """The tests' tiny Qwen2 (hidden 32, 2 layers) with its trained byte-level tokenizer."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from tests.conftest import save_tiny_model
 
-    from tests.conftest import build_tiny_tokenizer
-
-    tokenizer = build_tiny_tokenizer()
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         tie_word_embeddings=True)
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_model(folder, hidden=32, heads=4, kv_heads=2, positions=4096)
 
 
 @contextmanager

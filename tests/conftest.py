@@ -80,32 +80,9 @@ def build_tiny_tokenizer():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """A saved tiny random-weight Qwen2 causal LM + tokenizer (chat template set)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    folder = tmp_path_factory.mktemp("tiny-model")
-    tokenizer = build_tiny_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32768,  # replay prompts are long in this tiny vocabulary
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    """A saved tiny random-weight Qwen2 causal LM + tokenizer (chat template set); 32768 positions
+    because replay prompts are long in this tiny vocabulary."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-model"), hidden=32, heads=4, kv_heads=2, positions=32768)
 
 
 def save_tiny_model(folder: Path, *, hidden: int, heads: int, kv_heads: int, positions: int) -> Path:
