@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -73,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
                 options = worker_options(args, run_name, extra, replay_set.fingerprint, str(replay_set.path))
                 jobs.append(Job(spec, [steps[k] for k in piece], options, want, run_name,
                                 (i, len(pieces)) if args.shards > 1 else None))
-        run_jobs(ray, jobs, out_dir, args.resume)
+        audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
+        run_jobs(ray, jobs, out_dir, args.resume, audit=bool(audit))
+        if audit:
+            Path(audit).write_text(json.dumps({j.spec + (f"#{j.shard[0]}" if j.shard else ""): j.events for j in jobs}))
     finally:
         ray.shutdown()
     failures = 0
@@ -86,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         path = mine[0].path
         if args.shards > 1:
             merged = merge([j.result for j in mine], args.scorer, args.samples,
-                           args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD)
+                           args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD,
+                           [j.lengths for j in mine])
             path = out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
             from lab.runs.resultfile import write_result_file
 
@@ -95,4 +100,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             agg = mine[0].result["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} -> {path}")
+        if out_dir.resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder: the driver imports
+            from lab.store.autoimport import import_new_run
+
+            print(import_new_run(settings, path))
     return 1 if failures else 0

@@ -33,6 +33,7 @@ class Job:
     error: str | None = None
     replacements: int = 0
     events: list = field(default_factory=list)
+    lengths: list = field(default_factory=list)  # prompt tokens of a shard's steps (for the merged context stats)
 
 
 def _stem_for(job: Job, stem: str) -> str:
@@ -65,6 +66,8 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, bar: tqdm, overall: tqdm
                     with lock:
                         bar.update(1)
                         overall.update(1)
+                elif message[0] == "lengths":
+                    job.lengths = message[1]
                 else:
                     job.result = message[1]
             checkpoint.sync()

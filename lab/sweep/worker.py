@@ -108,6 +108,10 @@ class EngineWorker:
         for row in result["per_step"]:  # rows finished after the last look at the checkpoint
             if _key(row) not in sent:
                 yield ("row", row, None)
+        if options["config"].get("extra", {}).get("num_shards"):  # the merge recomputes the run's context stats
+            from lab.runs.pipeline import render_for_engine
+
+            yield ("lengths", [render_for_engine(self.engine, s).n_tokens for s in steps])
         yield ("result", result)
 
     def close(self) -> None:
