@@ -32,6 +32,15 @@ def no_ray_left() -> list[str]:
     return left
 
 
+def servers_of(model: Path) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if " serve " in cmd and str(model) in cmd:
+            found.append(cmd)
+    return found
+
+
 @pytest.fixture()
 def cluster():
     """A head that runs nothing (num_cpus=0) and one worker node; the test adds and removes nodes."""
@@ -141,3 +150,35 @@ def test_a_lost_node_loses_nothing(cluster, tiny_model_dir, tmp_path):
     keys = [(r["task_id"], r["step_idx"]) for r in rows]
     assert len(keys) == len(set(keys)) == 5
     same_run(single / "ts.json", out / "ts.json")
+    deadline = time.time() + 30
+    while servers_of(tiny_model_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "a lost node's server was left running"
+
+
+def test_a_killed_driver_resumes_with_resume(cluster, tiny_model_dir, tmp_path):
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
+    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
+    single = tmp_path / "single"
+    lab(["replay", *common, "--out", str(single)], tmp_path)
+    out = tmp_path / "sweep"
+    args = [sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = out / "ts.partial.jsonl"
+    try:
+        deadline = time.time() + 240
+        while not (checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 2):
+            assert time.time() < deadline and proc.poll() is None, "no step came back to the driver"
+            time.sleep(0.2)
+    finally:
+        proc.kill()  # SIGKILL: no cleanup on the driver
+        proc.wait()
+    kept = checkpoint.read_text().count('"row"')
+    assert 2 <= kept < 5
+    lab(["sweep", *common, "--ray", cluster.address, "--out", str(out), "--resume"], tmp_path)
+    same_run(single / "ts.json", out / "ts.json")
+    assert not checkpoint.exists()
+    deadline = time.time() + 30
+    while servers_of(tiny_model_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "the killed driver's server was left running"
