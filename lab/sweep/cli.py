@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
             for i, piece in enumerate(pieces):
                 extra = shard_fields(i, len(pieces), len(steps)) if args.shards > 1 else {}
                 options = worker_options(args, run_name, extra, replay_set.fingerprint, str(replay_set.path))
-                jobs.append(Job(spec, [steps[k] for k in piece], options, want, run_name,
+                resources = {k: v for k, v in want.items() if k in ("num_cpus", "num_gpus")}
+                jobs.append(Job(spec, [steps[k] for k in piece], options, resources, run_name,
                                 (i, len(pieces)) if args.shards > 1 else None))
         audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
         run_jobs(ray, jobs, out_dir, args.resume, audit=bool(audit))
