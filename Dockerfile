@@ -8,9 +8,17 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 ARG VLLM=0
+# apt never asks (tzdata and friends would wait for an answer); an ARG, so it is not left in the runtime env
+ARG DEBIAN_FRONTEND=noninteractive
 
 RUN if ! command -v python3 >/dev/null; then \
       apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-venv git \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+# vLLM's GPU kernels come from triton, which compiles a small C file at first use: it needs a C
+# compiler and the Python headers, which --no-install-recommends images lack.
+RUN if [ "$VLLM" = "1" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev \
       && rm -rf /var/lib/apt/lists/*; \
     fi
 RUN python3 -m venv /opt/venv
@@ -23,7 +31,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     LAB_VLLM=/opt/vllm/bin/vllm
 
 # Spaces run as uid 1000 with a writable /data when persistent storage is on; fall back to /tmp.
-RUN useradd -m -u 1000 user && mkdir -p /data && chown user /data
+# Ubuntu 24.04 images (the CUDA base) already have `ubuntu` with uid 1000: take that uid over.
+RUN if getent passwd 1000 >/dev/null; then userdel -r "$(getent passwd 1000 | cut -d: -f1)"; fi \
+    && useradd -m -u 1000 user && mkdir -p /data && chown user /data
 WORKDIR /home/user/app
 COPY --chown=user requirements*.txt ./
 RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \

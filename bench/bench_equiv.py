@@ -2,13 +2,16 @@
 
 Builds synthetic runs (bench/synthetic.py), then, per run, times the `steps` table the importer
 builds and the equiv columns computed from it (cold caches, as on a fresh import), and compares
-with the harness rescoring of the same steps (`score_batch`). Prints a table.
+with the harness rescoring of the same steps (`score_batch`); then imports the same files into two
+fresh stores, harness only and with equiv_f1 (caches cleared), and prints the ratio.
 
     python bench/bench_equiv.py [--runs 20] [--steps 303]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import tempfile
 import statistics
 import sys
 import time
@@ -16,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_store import import_costs  # noqa: E402
 from bench.synthetic import make_results  # noqa: E402
 from lab.scoring import score_batch  # noqa: E402
 from lab.scoring.equiv import EquivContext  # noqa: E402
@@ -54,6 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     for name, times in (("steps table (importer, before equiv)", t_table), ("equiv columns (rules + equiv F1)", t_equiv),
                         ("harness F1 rescoring (score_batch)", t_harness)):
         print(f"{name:<44}{times[0] * 1000:>10.0f}{statistics.median(times) * 1000:>11.0f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "results").mkdir()
+        files = root / "incoming"
+        files.mkdir()
+        for i, result in enumerate(results):
+            (files / f"run{i:03d}.json").write_text(json.dumps(result), encoding="utf-8")
+        t_harness, t_with = import_costs(root, root / "results", files)
+    print(f"{'import per run, harness only (store)':<44}{t_harness / args.runs * 1000:>21.0f}")
+    print(f"{'import per run, with equiv_f1 (store)':<44}{t_with / args.runs * 1000:>21.0f}"
+          f"   ratio {t_with / t_harness:.2f} (goal <= 1.3)")
     print(f"total equiv time {sum(t_equiv):.2f} s; mean spelling gap {statistics.mean(gaps):.2f} points "
           f"(min {min(gaps):.2f}, max {max(gaps):.2f})")
     return 0

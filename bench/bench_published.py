@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.data import load_replay  # noqa: E402
 from lab.data.conversations import step_record  # noqa: E402
-from lab.data.published_catalogue import load_catalogue, runs_of  # noqa: E402
+from lab.published.catalogue import load_catalogue, runs_of  # noqa: E402
 from lab.settings import Settings  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tb2lite"
@@ -90,8 +90,8 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--columns", type=int, default=8)
     args = parser.parse_args()
-    from lab.data.published import fetch_and_import
-    from lab.store.db import open_store
+    from lab.published.fetch import fetch_and_import
+    from lab.store.opening import open_store
     from lab.triage import SliceSpec, count_slice, refresh_step_flags, slice_steps
 
     template = json.loads(SOURCES[0].read_text())

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic import _per_step_rows, _result, _score_rows, make_references  # noqa: E402
 from lab.runs.rescore import rescore_result  # noqa: E402
-from lab.runs.samples import rescore_samples  # noqa: E402
+from lab.runs.sample_scores import rescore_samples  # noqa: E402
 from lab.store import open_store  # noqa: E402
 from lab.triage.stability import samples_head_to_head, stability_by_run, unstable_steps  # noqa: E402
 

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic import make_results  # noqa: E402
+import lab.store.importer as importer  # noqa: E402
 from lab.store import import_path, open_store  # noqa: E402
 from lab.store import queries as q  # noqa: E402
 from lab.store.plots import PLOT_SPECS  # noqa: E402
@@ -50,6 +51,42 @@ def _store_costs(store, fn, repeat: int) -> list[tuple[str, float]]:
     return [("uncached (file open)", uncached), ("cold (reopen file)", cold)]
 
 
+def _harness_only(steps, contexts, scorer):
+    """The equiv columns copied from the harness ones (no rules): what importing cost before equiv_f1."""
+    import pyarrow as pa
+
+    from lab.store.equiv_columns import EQUIV_STEP_SCHEMA
+
+    for field, source in zip(EQUIV_STEP_SCHEMA, ("command_precision", "command_recall", "command_f1", None)):
+        column = steps.column(source) if source else pa.nulls(steps.num_rows, field.type)
+        steps = steps.append_column(field, column.cast(field.type))
+    return steps
+
+
+def import_costs(root: Path, results: Path, files: Path) -> tuple[float, float]:
+    """Seconds to import `files` into a fresh store: harness only (equiv columns copied), then with
+    equiv_f1 (its caches cleared first: a fresh process)."""
+    from lab.scoring.equiv import score as equiv_score
+
+    real = importer.with_equiv_columns
+    importer.with_equiv_columns = _harness_only
+    try:
+        store = open_store(root / "harness.duckdb", results)
+        t0 = time.perf_counter()
+        import_path(store, files)
+        t_harness = time.perf_counter() - t0
+        store.close()
+    finally:
+        importer.with_equiv_columns = real
+    getattr(equiv_score, "_scored", {}).clear()
+    store = open_store(root / "equiv.duckdb", results)
+    t0 = time.perf_counter()
+    import_path(store, files)
+    t_equiv = time.perf_counter() - t0
+    store.close()
+    return t_harness, t_equiv
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
@@ -73,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         t_make = time.perf_counter() - t0
         mb = sum(p.stat().st_size for p in files.iterdir()) / 1e6
 
+        t_harness_only, t_with_equiv = import_costs(root, results, files)
         store = open_store(root / "lab.duckdb", results)
         t0 = time.perf_counter()
         report = import_path(store, files)
@@ -111,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"synthetic data: {args.runs} runs x {args.steps} steps ({mb:.1f} MB JSON) built in {t_make:.1f} s")
     print(f"import: {t_import:.2f} s ({t_import / args.runs * 1000:.0f} ms/file, {n_steps} step rows); "
           f"re-import (all unchanged): {t_reimport * 1000:.0f} ms")
+    print(f"import per run, harness only: {t_harness_only / args.runs * 1000:.0f} ms; with equiv_f1: "
+          f"{t_with_equiv / args.runs * 1000:.0f} ms; ratio {t_with_equiv / t_harness_only:.2f} (goal <= 1.3)")
     print(f"\n{'query':<38} {'rows':>6} {'median ms':>10} {'budget':>7}  ok")
     ok = True
     for name, n, ms, budget in rows:

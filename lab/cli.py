@@ -4,8 +4,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 from lab.errors import LabError
+from lab.settings import Settings
 
 # sub-command name -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -15,6 +18,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
     "sweep": ("lab.sweep.cli", "replay many engines or shards of one on a Ray cluster (--ray ADDRESS | local)"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
+    "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
+}
+NO_SERVERS = {"equiv"}  # commands that never start a model server: no engines imported
+# sub-commands that live in a higher layer than their parent command's module: parent -> name -> (module, help);
+# the parent's `add_arguments` returns its sub-parsers so they can be added here
+NESTED: dict[str, dict[str, tuple[str, str]]] = {
+    "data": {"published": ("lab.published.cli", "the public per-step result files: list, fetch, import")},
+}
+
+
+def _import_run(settings: Settings, path: str | Path) -> str:
+    """Import a replayed run into the store, then refresh its triage flags (both sit above the runs)."""
+    from lab.store.autoimport import import_new_run
+    from lab.triage import refresh_step_flags
+
+    return import_new_run(settings, path, after_import=refresh_step_flags)
+
+
+# what a command of a lower layer gets passed in from this layer: command -> keyword -> function
+PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
+    "replay": {"import_run": _import_run},
 }
 
 
@@ -27,18 +51,23 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.set_defaults(_module=module)
         if name == chosen:
-            importlib.import_module(module).add_arguments(sp)
+            nested = importlib.import_module(module).add_arguments(sp)
+            for sub_name, (sub_module, sub_help) in NESTED.get(name, {}).items():
+                ssp = nested.add_parser(sub_name, help=sub_help)
+                ssp.set_defaults(_module=sub_module)  # the sub-command's module runs it
+                importlib.import_module(sub_module).add_arguments(ssp)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    from lab.engines.servers import install_exit_handlers
+    if args.command not in NO_SERVERS:
+        from lab.engines.servers import install_exit_handlers
 
-    install_exit_handlers()  # managed model servers stop with the command
+        install_exit_handlers()  # managed model servers stop with the command
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        return int(importlib.import_module(args._module).run(args, **PASSED_IN.get(args.command, {})) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

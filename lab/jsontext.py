@@ -45,8 +45,17 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> object:
         raise JsonTextError(f"nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError as exc:
         raise JsonTextError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:  # an integer literal past Python's digit limit (4300 digits)
+        raise JsonTextError(too_long_number(exc)) from None
     check_decoded(text, value, max_depth)
     return value
+
+
+def too_long_number(exc: ValueError) -> str:
+    """One line for json's refusal of an integer longer than `sys.get_int_max_str_digits()`."""
+    import sys
+
+    return f"a number longer than {sys.get_int_max_str_digits()} digits ({str(exc).split(';')[0]})"
 
 
 def check_decoded(text: str, value: object, max_depth: int = MAX_DEPTH) -> None:

@@ -21,7 +21,7 @@ class ServerState:
 
 def catalogue_files() -> dict[str, bytes]:
     """URL path -> bytes for every catalogue file found byte for byte in ../shared/tb2lite/published/."""
-    from lab.data.published_catalogue import load_catalogue
+    from lab.published.catalogue import load_catalogue
 
     out = {}
     for entry in load_catalogue():

@@ -316,3 +316,57 @@ def test_vllm_api_key_goes_to_the_server_environment_and_the_client_never_the_ar
     assert "s3cret" not in " ".join(engine.server_argv(8000))
     monkeypatch.setenv("VLLM_API_KEY", "from-env")
     assert create_engine("vllm:/nonexistent/a", presets=PRESETS).client_options() == {"api_key": "from-env"}
+
+
+GROUP_CMD = ["bash", "-c", "sleep 300 & sleep 300 & wait"]  # a leader with children in its group, never ready
+
+
+def test_a_crash_kills_what_is_left_of_the_group_and_the_log_says_why(tmp_path):
+    from lab.engines.servers.supervisor import ManagedServer
+
+    server = ManagedServer("grp", lambda port: GROUP_CMD, tmp_path / "grp.log", ready_timeout=60)
+    server.start()
+    try:
+        leader = psutil.Process(server.pid)
+        deadline = time.monotonic() + 10
+        while len(leader.children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = [c.pid for c in leader.children()]
+        assert len(children) == 2
+        os.kill(server.pid, signal.SIGKILL)  # the leader only, as `kill -9 API_SERVER` does
+        assert all(gone(pid, timeout=5) for pid in children), "the children outlived their crashed leader"
+        assert server.state == "crashed" and server.exit_code == -9
+        last = server.tail(1)[0]
+        assert "exited on its own with code -9 (SIGKILL); killed the 2 process(es) left in its group" in last
+        assert "stopped: exit code -9 (SIGKILL)" in server.failure_text()
+    finally:
+        server.stop(grace=1)
+
+
+def test_stopping_a_server_that_is_still_starting_kills_its_group_and_fails_the_wait(tmp_path):
+    import threading
+
+    from lab.engines.servers.supervisor import ManagedServer, ServerFailed
+
+    server = ManagedServer("starting", lambda port: GROUP_CMD, tmp_path / "s.log", ready_timeout=120)
+    server.start()
+    pgid = server.pid
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            server.wait_ready()
+        except ServerFailed as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    server.stop(grace=2)
+    waiter.join(10)
+    assert not waiter.is_alive() and errors and "stopped" in str(errors[0])
+    assert time.monotonic() - started < 8
+    from lab.engines.servers.supervisor import group_members
+
+    assert not group_members(pgid) and server.state == "stopped"

@@ -144,6 +144,16 @@ def test_vllm_without_its_executable_gives_clear_load_error(monkeypatch, tmp_pat
     message = str(err.value)
     assert f"cannot start '{tmp_path / 'no-vllm-env' / 'vllm'}'" in message
     assert "requirements-vllm.txt" in message and "LAB_VLLM" in message and "Traceback" not in message
+    assert "vLLM is not installed here" in message and "\n" not in message  # one line, before any process starts
+    assert not (tmp_path / "logs").exists()
+
+
+def test_vllm_with_no_executable_anywhere_says_so_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.delenv("LAB_VLLM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `vllm` on PATH (the CPU image)
+    engine = create_engine(f"vllm:{tmp_path}", presets=PRESETS)
+    with pytest.raises(EngineLoadError, match=r"no `vllm` on PATH and LAB_VLLM is not set.*requirements-vllm.txt"):
+        engine.load()
 
 
 def test_openai_url_and_body():

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lab.runs.resultfile import coerce_units
+from lab.resultfiles.units import coerce_units
 from lab.scoring.parse import parse_action
 from tests.helpers_servers import free_port, stop_process, wait_http
 from tests.paths import EXCERPT, GOLDEN, REPO

@@ -14,7 +14,7 @@ import pytest
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import parse_reference, run_steps
-from lab.runs.resultfile import write_result_file
+from lab.resultfiles.resultfile import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.metrics import score_units
 from lab.settings import Settings
@@ -54,7 +54,8 @@ def lab_ctx(tmp_path, monkeypatch):
 
 
 def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, monkeypatch):
-    from lab.ui.compare_tab import answer_step, column_badges, step_outputs
+    from lab.ui.compare_tab import column_badges, step_outputs
+    from lab.ui.step_data import answer_step
 
     ctx, entry = lab_ctx
     monkeypatch.setenv("LAB_LEGACY_REPLAY", str(EXCERPT))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data import published as pub
-from lab.data.published_catalogue import load_catalogue, runs_of, series_names
+from lab.published import fetch as pub
+from lab.published.catalogue import load_catalogue, runs_of, series_names
 from tests.paths import EXCERPT, REPO, TB2LITE
 from tests.published_server import catalogue_files, published_server
 from tests.test_store_common import make_results_dir
@@ -96,7 +96,7 @@ def test_fetch_cli_imports_once_and_twice_changes_nothing(tmp_path):
     entry = entry_named(SAMPLE)
     assert facts[f"{entry.commit}:{entry.path}"] == {
         "size": entry.size, "sha256": entry.sha256, "model": "inclusionAI/LLaDA2.1-flash", "score": 12.44,
-        "steps": 10, "scoring_version": "corrected_303"}
+        "steps": 10, "scoring_version": "corrected_303", "checks": pub.CHECKS_VERSION}
     listing = subprocess.run([sys.executable, "-m", "lab", "data", "published", "list"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=120)
     assert listing.returncode == 0 and "cached" in listing.stdout and "37 kB" in listing.stdout
@@ -130,7 +130,7 @@ def test_retry_resumes_within_one_fetch(tmp_path):
 def test_sha256_mismatch_is_rejected(tmp_path):
     entry = entry_named(SMOKE)
     files = catalogue_files()
-    files[url_path(entry)] = files[url_path(entry)].replace(b'"model"', b'"model" ', 1)  # valid JSON, other bytes
+    files[url_path(entry)] = files[url_path(entry)].replace(b'"model"', b'"Model"', 1)  # same size, other bytes
     with published_server(files) as (base, _):
         report = pub.fetch_entries([entry], tmp_path, base=base, progress=False)
     assert len(report.failed) == 1 and "sha256" in report.failed[0][1]

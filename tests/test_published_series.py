@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.store.db import open_store
+from lab.store.opening import open_store
 from lab.store.importer import import_path
 from lab.store.published_links import link_published
 from lab.store.series import series_figure, series_frame, series_runs

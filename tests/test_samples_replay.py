@@ -10,7 +10,7 @@ from statistics import fmean, pstdev
 
 import pytest
 
-from lab.runs.resultfile import read_result_file
+from lab.resultfiles.resultfile import read_result_file
 from lab.scoring.stability import collapse_answers, pass_at_k
 from tests.paths import EXCERPT, REPO
 
@@ -137,7 +137,7 @@ def test_bad_samples_values_are_one_line_errors(tmp_path, tiny_model_dir):
 
 
 def test_store_round_trip_of_samples(sampled, tmp_path):
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
 
     _, result = sampled
     results = tmp_path / "results"

@@ -13,7 +13,7 @@ from lab.data import load_replay
 from lab.engines import create_engine
 from lab.runs.replay import ReplayConfig, replay
 from lab.runs.rescore import rescore_result
-from lab.runs.resultfile import write_result_file
+from lab.resultfiles.resultfile import write_result_file
 from lab.scoring.stability import summarize_samples
 from lab.settings import Settings
 from lab.ui.samples_view import READY, SampleSet, render_sample_set, render_samples
@@ -110,12 +110,13 @@ def test_sample_n_on_all_engines_over_http(lab):
     shaky_row = files["shaky"]["per_step"][0]
     f1s = [s["command_f1"] for s in shaky_row["samples"]]
     assert f"mean F1 <b>{fmean(f1s):.2f}</b>" in blocks["shaky"] and "2×" in blocks["shaky"]
+    # the cache key starts with the session (None: the local lab has no visitor sessions)
     # the tiny model's 3 answers, and again the same 3 with the same seeds (reproducible)
-    tiny = ctx.sample_sets.get(("tiny", ctx.pool.status()[2]["spec"], key))
+    tiny = ctx.sample_sets.get((None, "tiny", ctx.pool.status()[2]["spec"], key))
     assert tiny is not None and [s["seed"] for s in tiny.samples] == [21, 22, 23]
     assert len({s["raw_output"] for s in tiny.samples}) > 1
     again = client.submit(key, 3, "1.0", "", 21, api_name="/sample_step").result()
-    tiny2 = ctx.sample_sets.get(("tiny", ctx.pool.status()[2]["spec"], key))
+    tiny2 = ctx.sample_sets.get((None, "tiny", ctx.pool.status()[2]["spec"], key))
     assert [s["raw_output"] for s in tiny2.samples] == [s["raw_output"] for s in tiny.samples]
     assert "tiny" in again
 

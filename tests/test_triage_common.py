@@ -127,7 +127,7 @@ def triage_store(tmp_path_factory):
     """A real DuckDB store (lab.store) with the five runs imported and step_flags materialized."""
     if not EXCERPT.is_file():
         pytest.skip(f"reference data {EXCERPT} is missing")
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
     from lab.triage import refresh_step_flags
 
     root = tmp_path_factory.mktemp("triage")

@@ -227,7 +227,8 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     """Prompt alone over max_model_len: vLLM answers 400 and the column shows its message; prompt +
     max_tokens over it: vLLM answers with fewer tokens, and the audit says how many were allowed."""
     from lab.prompts.audit import context_verdict
-    from lab.ui.compare_tab import compute_audit, step_outputs
+    from lab.ui.audit_panel import compute_audit
+    from lab.ui.compare_tab import step_outputs
     from lab.ui.render_html import audit_summary, render_audit_body
 
     engine = vllm_lab.pool.get("vl-lora")

@@ -14,7 +14,7 @@ from lab.data import load_replay
 from lab.engines import Sampling, create_engine
 from lab.runs.pipeline import run_steps
 from lab.settings import Settings
-from lab.store.db import open_store
+from lab.store.opening import open_store
 from lab.whatif import (DuckWhatIfStore, EditError, FieldEdit, SessionWhatIfStore, WhatIf, export_jsonl,
                         field_text, limits, run_whatif)
 from tests.paths import EXCERPT, REPO

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from importlib import import_module
 
 from lab.settings import Settings
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """`download` and `info`; returns the sub-parsers so `lab.cli` can add commands from higher layers."""
     sub = parser.add_subparsers(dest="data_command", required=True)
     dl = sub.add_parser("download", help="download the public replay file into the cache (once)")
     dl.add_argument("--url", default=None, help="replay file URL (default: $LAB_REPLAY_URL or the public file)")
@@ -19,15 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
     info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
-    published = sub.add_parser("published", help="the public per-step result files: list, fetch, import")
-    import_module("lab.data.published_cli").add_arguments(published)
+    return sub
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.data import download_replay, load_replay
 
-    if args.data_command == "published":
-        return import_module("lab.data.published_cli").run(args)
     settings = Settings()
     if args.data_command == "download":
         from lab.settings import LEGACY_REPLAY_URL

@@ -65,6 +65,8 @@ def decode_line(raw: bytes, line_no: int) -> object:
         raise jsontext.JsonTextError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise jsontext.JsonTextError(f"JSON nested deeper than {jsontext.MAX_DEPTH} levels") from None
+    except ValueError as exc:  # an integer literal past Python's digit limit (4300 digits)
+        raise jsontext.JsonTextError(jsontext.too_long_number(exc)) from None
     jsontext.check_decoded(text, data)
     return data
 

@@ -9,17 +9,25 @@ exist): confinement is decided from the resolved path alone, before the file is 
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
+import re
 import socket
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import yaml
 
 from lab.engines.common import EngineConfig
 from lab.errors import EngineSpecError
 
 DATA_KINDS = ("reference", "stored")
 ENGINE_HOSTS_ENV = "LAB_ENGINE_HOSTS"
+VISITOR_OPTIONS_FILE = Path(__file__).with_name("visitor_options.yaml")
+# `ORG/NAME` on the Hugging Face Hub (not a path: no leading `/`, `~`, `.`, no `..`)
+_HUB_ID_RX = re.compile(r"^[A-Za-z0-9][\w-]*(\.[\w-]+)*/[A-Za-z0-9][\w.-]*$")
 
 
 def allowed_hosts_from_env() -> frozenset[str]:
@@ -32,12 +40,13 @@ def inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def confined_path(target: str, roots: list[Path]) -> Path:
+def confined_path(target: str, roots: list[Path], what: str = "stored file",
+                  why: str = "stored: engines read result files from there only") -> Path:
     """The resolved `target` when it lies inside one of `roots`; EngineSpecError otherwise, with
     the same message whether or not the outside path exists (only the resolved name is compared)."""
     refused = EngineSpecError(
-        f"stored file '{Path(target).name}' is outside the data folders "
-        f"({', '.join(r.name + '/' for r in roots) or 'none configured'}); stored: engines read result files from there only"
+        f"{what} '{Path(target).name}' is outside the data folders "
+        f"({', '.join(r.name + '/' for r in roots) or 'none configured'}); {why}"
     )
     try:
         resolved = Path(target).expanduser().resolve()
@@ -91,8 +100,9 @@ class Admission:
     data_roots: list[Path] = field(default_factory=list)
     allowed_hosts: frozenset[str] = field(default_factory=allowed_hosts_from_env)
 
-    def check(self, config: EngineConfig) -> None:
-        """Raise EngineSpecError when `config` may not be loaded here."""
+    def check(self, config: EngineConfig, visitor: bool = False) -> None:
+        """Raise EngineSpecError when `config` may not be loaded here. `visitor`: a visitor of a
+        public deployment asks (options from the allow-list only, model paths confined)."""
         if not self.public and self.allow_models:
             return
         if config.kind not in DATA_KINDS and not self.allow_models:
@@ -103,4 +113,63 @@ class Admission:
         if config.kind == "stored":
             confined_path(config.target, self.data_roots)
         elif config.kind == "openai":
-            check_endpoint(config.target.partition("#")[0], self.allowed_hosts)
+            for url in config.target.partition("#")[0].split(","):  # every replica, not only the first
+                check_endpoint(url, self.allowed_hosts)
+        if visitor and self.public:
+            check_visitor_options(config, self.data_roots)
+            if config.kind not in DATA_KINDS and config.kind != "openai" and config.preset is None:
+                confined_model(config.target, self.data_roots)
+
+
+@lru_cache(maxsize=1)
+def visitor_options() -> dict:
+    """The allow-list of visitor options (visitor_options.yaml)."""
+    return yaml.safe_load(VISITOR_OPTIONS_FILE.read_text(encoding="utf-8"))
+
+
+def confined_model(target: str, roots: list[Path], what: str = "model") -> None:
+    """A visitor's model or adapter: a Hub id (`ORG/NAME`) that is no local path, or a folder
+    inside the data folders; one message for every other path, whether it exists or not."""
+    why = "a visitor loads models from the Hub (ORG/NAME), a preset, or the data folders only"
+    text = str(target).strip()
+    if _HUB_ID_RX.match(text) and ".." not in text.split("/"):
+        local = (Path.cwd() / text).resolve()
+        if not local.exists() or inside(local, roots):
+            return
+    confined_path(text, roots, what=what, why=why)
+
+
+def _number(key: str, value: str, rule: dict, limit: int) -> float:
+    if len(value) > limit:
+        raise EngineSpecError(f"option '{key}': at most {limit} characters")
+    try:
+        number = int(value) if rule["type"] == "int" else float(value)
+    except ValueError:
+        what = "an integer" if rule["type"] == "int" else "a number"
+        raise EngineSpecError(f"option '{key}' must be {what}, got '{value[:limit]}'") from None
+    if not math.isfinite(number) or not rule.get("min", -math.inf) <= number <= rule.get("max", math.inf):
+        raise EngineSpecError(f"option '{key}' must be between {rule.get('min')} and {rule.get('max')}, got '{value}'")
+    return number
+
+
+def check_visitor_options(config: EngineConfig, roots: list[Path]) -> None:
+    """Refuse any option a visitor may not give (visitor_options.yaml), or a value out of range."""
+    table = visitor_options()
+    rules, limit = table["options"], int(table.get("max_value_length", 40))
+    for key, raw in config.options.items():
+        rule = rules.get(key)
+        if rule is None:
+            raise EngineSpecError(
+                f"option '{key}' is not open to visitors of this public deployment; they may set "
+                f"{', '.join(sorted(rules))}"
+            )
+        value = str(raw)
+        kind = rule["type"]
+        if kind in ("int", "number"):
+            _number(key, value, rule, limit)
+        elif kind == "enum" and value not in [str(v) for v in rule["values"]]:
+            raise EngineSpecError(f"option '{key}' must be one of {', '.join(map(str, rule['values']))}")
+        elif kind == "text" and (len(value) > int(rule["max_length"]) or not value.isprintable()):
+            raise EngineSpecError(f"option '{key}': at most {rule['max_length']} printable characters")
+        elif kind == "path":
+            confined_model(value, roots, what=key)

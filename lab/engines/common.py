@@ -116,6 +116,21 @@ class EngineBase(ABC):
             except Exception:  # noqa: BLE001 - a UI callback must not stop an engine
                 logger.exception("on_done callback failed for request %d", index)
 
+    def refusal(self, prompt: str, sampling: Sampling) -> str | None:
+        """Why the engine refuses this prompt before generating (e.g. past its context), or None."""
+        return None
+
+    def admit(self, requests: list[Request], sampling: Sampling, results: list, on_done: OnDone | None) -> list[int]:
+        """Indices of the requests to generate; each refused one is answered at once with its reason."""
+        todo = []
+        for i, request in enumerate(requests):
+            why = self.refusal(request.prompt, sampling)
+            if why:
+                self.finish(i, Completion(text="", error=why, finish_reason="refused"), results, on_done)
+            else:
+                todo.append(i)
+        return todo
+
     # --- protocol defaults ------------------------------------------------------------
     def load(self) -> None:
         self.loaded = True

@@ -73,6 +73,7 @@ class OpenAIEngine(EngineBase):
         "concurrency": "requests in flight (default: 64 per vLLM replica, 4 per other replica)",
         "max_model_len": "context length when the server does not report one in /v1/models",
         "check": "probe each server in load() (default true)",
+        "ignore_eos": "vLLM: generate max_tokens every time (benchmarks; default false)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
@@ -84,6 +85,7 @@ class OpenAIEngine(EngineBase):
         self.timeout = float(as_number(self.option("timeout", 600), "timeout"))
         self.retries = int(as_number(self.option("retries", 3), "retries", int))
         self.check = as_bool(self.option("check", True), "check")
+        self.ignore_eos = as_bool(self.option("ignore_eos", False), "ignore_eos")
         asked = self.option("concurrency")
         self.asked_concurrency = int(as_number(asked, "concurrency", int)) if asked is not None else None
         if self.asked_concurrency is not None and self.asked_concurrency < 1:
@@ -110,7 +112,7 @@ class OpenAIEngine(EngineBase):
         owners = {r.owner for r in self.replicas.replicas if r.owner}
         return "shorten" if owners == {"vllm"} and self.context_guard is None else "reject"
 
-    def _refusal(self, prompt: str, sampling: Sampling) -> str | None:
+    def refusal(self, prompt: str, sampling: Sampling) -> str | None:
         """The lab's own refusal of an over-long prompt, for servers that would not refuse it."""
         if self.context_guard is None or self.tokenizer is None:
             return None
@@ -205,6 +207,8 @@ class OpenAIEngine(EngineBase):
             kwargs, extra = sdk_arguments(fields)
             if self.generation_base is not None:
                 extra["generation_config"] = generation_config_field(sampling, self.generation_base)
+            if self.ignore_eos:
+                extra["ignore_eos"] = True
             start = time.perf_counter()
             try:
                 stream = replica.client.completions.create(
@@ -261,13 +265,7 @@ class OpenAIEngine(EngineBase):
         results: list = [None] * len(requests)
         if not requests:
             return results
-        todo = []
-        for i, request in enumerate(requests):
-            refusal = self._refusal(request.prompt, sampling)
-            if refusal:
-                self.finish(i, Completion(text="", error=refusal, finish_reason="refused"), results, on_done)
-            else:
-                todo.append(i)
+        todo = self.admit(requests, sampling, results, on_done)
         if not todo:
             return results
         workers = min(self.concurrency, len(todo))

@@ -71,10 +71,11 @@ class EnginePool:
         self._start_lock = threading.Lock()  # managed servers start one at a time
 
     # --- admission -------------------------------------------------------------------
-    def check_allowed(self, spec: str) -> None:
-        """Raise EngineSpecError when this pool may not load `spec` (public mode)."""
+    def check_allowed(self, spec: str, visitor: bool = False) -> None:
+        """Raise EngineSpecError when this pool may not load `spec` (public mode); `visitor`: a
+        visitor of a public deployment asks (see Admission.check)."""
         if self.admission is not None:
-            self.admission.check(resolve_spec(spec, self.presets))
+            self.admission.check(resolve_spec(spec, self.presets), visitor=visitor)
             return
         if self.allow_loading:
             return

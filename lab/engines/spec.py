@@ -30,12 +30,19 @@ class ParsedSpec:
     text: str = ""
 
 
+def option_key(key: str) -> str:
+    """One spelling per option name: case, `-`/`_` and leading dashes do not matter
+    (`--Trust-Remote-Code` -> `trust_remote_code`)."""
+    return key.strip().lstrip("-").strip().lower().replace("-", "_")
+
+
 def parse_options(text: str, spec: str) -> dict[str, str]:
-    """`a=1&b=x` -> {"a": "1", "b": "x"}; a bare key means "true"."""
+    """`a=1&b=x` -> {"a": "1", "b": "x"}; a bare key means "true". Names are normalised
+    (`option_key`) before anything checks them."""
     options: dict[str, str] = {}
     for part in filter(None, text.split("&")):
         key, sep, value = part.partition("=")
-        key = key.strip()
+        key = option_key(key)
         if not key:
             raise EngineSpecError(f"engine spec '{spec}': empty option name in '?{text}'")
         options[key] = value.strip() if sep else "true"

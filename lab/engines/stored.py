@@ -12,7 +12,8 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
-from lab.runs.resultfile import coerce_units, read_result_file, scorer_for
+from lab.resultfiles.resultfile import read_result_file, scorer_for
+from lab.resultfiles.units import coerce_units
 
 NOT_IN_RUN = "not in this run"
 

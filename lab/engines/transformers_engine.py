@@ -259,13 +259,7 @@ class TransformersEngine(EngineBase):
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
         with self._lock:
-            todo = []
-            for i, request in enumerate(requests):
-                refusal = self._refusal(request.prompt, sampling)
-                if refusal:
-                    self.finish(i, Completion(text="", error=refusal, finish_reason="refused"), results, on_done)
-                else:
-                    todo.append(i)
+            todo = self.admit(requests, sampling, results, on_done)
             for begin in range(0, len(todo), self.batch_size):
                 chunk = todo[begin:begin + self.batch_size]
                 try:
@@ -276,7 +270,7 @@ class TransformersEngine(EngineBase):
                     self.finish(i, completion, results, on_done)
         return results
 
-    def _refusal(self, prompt: str, sampling: Sampling) -> str | None:
+    def refusal(self, prompt: str, sampling: Sampling) -> str | None:
         """Why this prompt is refused (prompt + max_tokens past the model's context), or None."""
         if not self.max_model_len:
             return None

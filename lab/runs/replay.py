@@ -18,8 +18,8 @@ from lab.prompts.guard import check_context, context_stats
 from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
-from lab.runs.resultfile import CORRECTED, LEGACY, write_result_file
-from lab.runs.resultschema import validate_result, validate_rows
+from lab.resultfiles.resultfile import CORRECTED, LEGACY, write_result_file
+from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate

@@ -5,6 +5,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from tqdm import tqdm
 
@@ -76,7 +77,9 @@ def _sampling(engine, args: argparse.Namespace) -> Sampling:
     return Sampling(**values)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None) -> int:
+    """Replay; a run written to the lab's own runs folder goes into the store through `import_run`
+    (passed in by `lab.cli`: the store is a layer above the runs)."""
     from lab.data import load_replay
     from lab.engines import create_engine
     from lab.runs.replay import ReplayConfig, replay
@@ -141,15 +144,14 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
             engine.close()
-        from lab.runs.resultfile import read_result_file
+        from lab.resultfiles.resultfile import read_result_file
 
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
         if "pass_at_k" in agg:
             print(samples_line(agg))
-        if Path(out_dir).resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder
-            from lab.store.autoimport import import_new_run
-
-            print(import_new_run(settings, path))
+        own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
+        if import_run is not None and own_folder:
+            print(import_run(settings, path))
     return 1 if failures else 0

@@ -3,7 +3,7 @@
 Recomputes every per-step metric and the aggregate from the command units stored in a
 result file, without re-generating anything. Units stored as the Python repr of a list
 (`"['ls', 'pwd']"`, seen in some legacy rows) are decoded with `ast.literal_eval` by
-`lab.runs.resultfile.coerce_units` and written back as real lists.
+`lab.resultfiles.units.coerce_units` and written back as real lists.
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import sys
 from typing import Iterable
 
 from lab.errors import ResultFileError
-from lab.runs.samples import rescore_samples
-from lab.runs.resultfile import LEGACY, coerce_units, read_result_file, scoring_version, write_result_file
+from lab.runs.sample_scores import rescore_samples
+from lab.resultfiles.resultfile import LEGACY, read_result_file, scoring_version, write_result_file
+from lab.resultfiles.units import coerce_units
 from lab.scoring import SCORERS, aggregate_scores, score_batch, task_complete_fields
 
 DEFAULT_SCORER = "corrected"

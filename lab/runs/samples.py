@@ -1,8 +1,8 @@
 """N sampled answers per step: N generate calls with seeds S, S+1, …; rows keep sample 0's fields.
 
 Each per-step row stays the published schema for sample 0 and gains `samples`: one entry per
-answer (its seed, raw output, command units and metrics). `rescore_samples` recomputes those
-metrics and the aggregate's sampling figures from the stored units, as `lab rescore` does.
+answer (its seed, raw output, command units and metrics). `lab.runs.sample_scores.rescore_samples`
+recomputes those metrics and the aggregate's sampling figures from the stored units, as `lab rescore` does.
 """
 from __future__ import annotations
 
@@ -17,10 +17,8 @@ from lab.errors import LabError
 from lab.engines.base import Engine, Sampling
 from lab.prompts.render import RenderedPrompt
 from lab.runs.pipeline import StepResult, run_steps
-from lab.runs.resultfile import coerce_units
 from lab.settings import PROJECT_ROOT
-from lab.scoring.metrics import score_batch
-from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, sampled_rows, stability_aggregate
+from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
 
 DEFAULT_SEED = 0
 DEFAULTS_PATH = PROJECT_ROOT / "assets" / "stability.yaml"
@@ -130,28 +128,3 @@ def run_sampled_steps(
         if on_result is not None:
             on_result(i, result)
     return merged
-
-
-def rescore_samples(result: dict, scorer: str, threshold: float | None = None) -> dict:
-    """Recompute every sample's metrics from its stored units (against the row's reference units)
-    and the aggregate's sampling figures; `result` is changed in place and returned."""
-    rows = sampled_rows(result.get("per_step") or [])
-    if not rows:
-        return result
-    pairs, where = [], []
-    for r, row in enumerate(rows):
-        ref = coerce_units(row.get("ref_command_units"))
-        for s, sample in enumerate(row["samples"]):
-            pairs.append((coerce_units(sample.get("pred_command_units")), ref))
-            where.append((r, s))
-    metrics = score_batch(pairs, scorer)
-    new_samples = [list(row["samples"]) for row in rows]
-    for (r, s), m, (pred, _) in zip(where, metrics, pairs):
-        new_samples[r][s] = {**new_samples[r][s], "pred_command_units": pred, **m.to_dict()}
-    for row, samples in zip(rows, new_samples):
-        row["samples"] = samples
-    agg = result.get("aggregate") or {}
-    if threshold is None:
-        threshold = float(agg.get("pass_threshold", DEFAULT_PASS_THRESHOLD))
-    result["aggregate"] = {**agg, **stability_aggregate(result["per_step"], threshold)}
-    return result

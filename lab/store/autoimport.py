@@ -7,15 +7,19 @@ results/ and the next start of the lab (or `python -m lab results import`) impor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from lab.errors import LabError
 from lab.settings import Settings
+from lab.store.db import Store
 
 
-def import_new_run(settings: Settings, path: str | Path) -> str:
-    """Import `path` into the store of `settings`; returns a one-line message (never raises LabError)."""
-    from lab.store.db import open_store
+def import_new_run(settings: Settings, path: str | Path,
+                   after_import: Callable[[Store, list[str]], object] | None = None) -> str:
+    """Import `path` into the store of `settings`, then call `after_import(store, [run_id])` (the CLI passes
+    triage's flag refresh in); returns a one-line message (never raises LabError)."""
     from lab.store.importer import import_file, run_id_of
+    from lab.store.opening import open_store
 
     try:
         store = open_store(settings, sync=False)
@@ -27,12 +31,8 @@ def import_new_run(settings: Settings, path: str | Path) -> str:
             if report.failed:
                 return f"warning: importing {Path(path).name} into the results database failed: {report.failed[0][1]}"
             run_id = run_id_of(Path(path).read_bytes())
-            try:
-                from lab.triage import refresh_step_flags
-
-                refresh_step_flags(store, [run_id])
-            except ImportError:
-                pass
+            if after_import is not None:
+                after_import(store, [run_id])
     finally:
         store.close()
     return f"imported into the results database as run {run_id}"

@@ -8,7 +8,8 @@ import duckdb
 
 from lab.errors import LabError
 from lab.settings import Settings
-from lab.store.db import Store, open_store
+from lab.store.db import Store
+from lab.store.opening import open_store
 from lab.store.importer import ImportReport, import_path, rebuild
 
 

@@ -12,7 +12,6 @@ import duckdb
 import pandas as pd
 
 from lab.errors import LabError
-from lab.settings import Settings
 from lab.store.connection import Connector, ReadCache
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -198,6 +197,10 @@ class Store:
                 "INSERT INTO schema_version VALUES (?, ?)",
                 [schema_version(), datetime.now(timezone.utc).replace(tzinfo=None)],
             )
+        self.run_registered_ddl()
+
+    def run_registered_ddl(self) -> None:
+        """Run every extra schema file registered so far (triage, published links, …); idempotent DDL."""
         for extra in _EXTRA_DDL:
             self._run_ddl(extra)
 
@@ -215,50 +218,3 @@ class Store:
 def quote_ident(name: str) -> str:
     """Quote an identifier that comes from the catalogue or a whitelist (never from user input)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def _resolve(target: Settings | str | Path | None, results_dir: str | Path | None) -> tuple[Path, Path]:
-    if isinstance(target, Settings):
-        return Path(target.db_path), Path(results_dir or target.results_dir)
-    settings = Settings() if results_dir is None else Settings(results_dir=Path(results_dir))
-    db_path = Path(target) if target is not None else Path(settings.db_path)
-    return db_path, Path(settings.results_dir)
-
-
-def open_store(
-    target: Settings | str | Path | None = None,
-    results_dir: str | Path | None = None,
-    *,
-    sync: bool = True,
-) -> Store:
-    """Open (or create) the DuckDB file.
-
-    A missing file, or one whose schema_version is older than schema.sql's, is (re)built from
-    `results_dir`: the leaderboard CSVs and every result JSON below it. With `sync`, result files
-    added to `results_dir` since the last open are imported too (unchanged ones are skipped).
-    """
-    from lab.store import importer  # the importer needs Store; import lazily to keep modules acyclic
-
-    db_path, res_dir = _resolve(target, results_dir)
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(Connector(db_path), db_path, res_dir)
-    try:
-        from lab.store.equiv_columns import replay_equiv_contexts
-
-        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
-        with store.hold():
-            version = store.stored_version()
-            if version is None or version != schema_version():
-                store.import_problems = importer.rebuild(store, res_dir).failed
-            else:
-                for extra in _EXTRA_DDL:
-                    store._run_ddl(extra)
-                if sync and res_dir.is_dir():
-                    store.import_problems = importer.import_path(store, res_dir).failed
-    except duckdb.Error as exc:
-        store.close()
-        raise LabError(f"cannot open the results database {db_path.name}: {exc}") from None
-    except BaseException:
-        store.close()
-        raise
-    return store

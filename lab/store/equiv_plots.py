@@ -6,19 +6,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lab.store.figures import empty_figure, finish, scatter_by_family, unique_labels
+
 TITLE = "equiv F1 (not the published score) vs harness F1"
 
 
 def equiv_vs_f1_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
     """Left: equiv score vs harness score with the y = x line; right: the spelling gap per run."""
-    from lab.store.plots import _empty, _finish, _scatter_by_family, unique_labels
-
     if df.empty:
-        return _empty(title, "no lab runs with equiv scores yet: import or replay a run")
+        return empty_figure(title, "no lab runs with equiv scores yet: import or replay a run")
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
                         subplot_titles=("equiv score vs harness score", "spelling gap (equiv − harness, points)"))
     hover = ["score", "equiv_score", "spelling_gap", "source"]
-    _scatter_by_family(fig, df, "score", "equiv_score", row=1, col=1, hover_cols=hover)
+    scatter_by_family(fig, df, "score", "equiv_score", row=1, col=1, hover_cols=hover)
     low = float(min(df["score"].min(), df["equiv_score"].min()))
     high = float(max(df["score"].max(), df["equiv_score"].max()))
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="equiv = harness",
@@ -30,4 +30,4 @@ def equiv_vs_f1_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
     fig.update_xaxes(title="harness score (100 × command F1, as published)", row=1, col=1)
     fig.update_yaxes(title="equiv score (100 × equiv F1)", row=1, col=1)
     fig.update_xaxes(title="points", row=1, col=2)
-    return _finish(fig, title)
+    return finish(fig, title)

@@ -1,104 +1,18 @@
 """Plotly figures from query results: each function takes a DataFrame (lab.store.queries) and returns a Figure."""
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 import plotly.graph_objects as go
-import yaml
 from plotly.subplots import make_subplots
 
 from lab.store import queries
 from lab.store.db import Store
 from lab.store.equiv_plots import equiv_vs_f1_figure
-
-STYLE_PATH = Path(__file__).with_name("plot_style.yaml")
-
-
-@lru_cache(maxsize=1)
-def style() -> dict:
-    return yaml.safe_load(STYLE_PATH.read_text(encoding="utf-8"))
-
-
-def family_color(family: Any) -> str:
-    """Stable colour per model family."""
-    s = style()
-    if not isinstance(family, str) or not family:
-        return s["unknown_family"]
-    if family in s["palette"]:
-        return s["palette"][family]
-    return s["extra"][sum(map(ord, family)) % len(s["extra"])]
-
-
-def training_symbol(method: Any) -> str:
-    """Stable marker symbol per training method."""
-    s = style()
-    if isinstance(method, str) and method in s["symbols"]:
-        return s["symbols"][method]
-    return s["extra_symbols"][sum(map(ord, str(method))) % len(s["extra_symbols"])]
-
-
-def _finish(fig: go.Figure, title: str, height: int | None = None, **layout: Any) -> go.Figure:
-    s = style()
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left"),
-        template=s["template"],
-        font=dict(family=s["font_family"], size=12),
-        height=height or s["height"],
-        margin=dict(l=10, r=10, t=60, b=10),
-        legend=dict(title=None),
-        **layout,
-    )
-    return fig
-
-
-def _empty(title: str, message: str = "no data for this selection") -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _finish(fig, title)
-
-
-def unique_labels(df: pd.DataFrame, name_col: str = "name") -> list[str]:
-    """Names, with a short run id added where two rows would share one."""
-    names = df[name_col].astype(str).tolist()
-    counts = pd.Series(names).value_counts()
-    out = []
-    for name, run_id in zip(names, df["run_id"] if "run_id" in df else [None] * len(df)):
-        if counts[name] > 1 and isinstance(run_id, str):
-            name = f"{name} [{run_id[:6]}]"
-        out.append(name)
-    return out
-
-
-def _hover(df: pd.DataFrame, cols: list[str]) -> tuple[Any, str]:
-    present = [c for c in cols if c in df]
-    template = "<b>%{text}</b><br>" + "<br>".join(f"{c}: %{{customdata[{i}]}}" for i, c in enumerate(present))
-    return df[present].astype(object).where(df[present].notna(), "—").to_numpy(), template + "<extra></extra>"
-
-
-def _scatter_by_family(
-    fig: go.Figure, df: pd.DataFrame, x: str, y: str, *, row: int | None = None, col: int | None = None,
-    show_legend: bool = True, hover_cols: list[str] | None = None,
-) -> None:
-    """One trace per family × training method: colour = family, marker symbol = training method."""
-    data = df.assign(_family=df["family"].fillna("unknown"), _method=df["training_method"].fillna("unknown"))
-    for (family, method), part in data.groupby(["_family", "_method"], sort=True):
-        custom, template = _hover(part, hover_cols or [x, y, "source"])
-        trace = go.Scatter(
-            x=part[x], y=part[y], mode="markers", name=f"{family} · {method}",
-            legendgroup=f"{family} · {method}", showlegend=show_legend,
-            text=unique_labels(part), customdata=custom, hovertemplate=template,
-            marker=dict(color=family_color(family), symbol=training_symbol(method), size=10,
-                        line=dict(width=1, color="#333")),
-        )
-        if row is None:
-            fig.add_trace(trace)
-        else:
-            fig.add_trace(trace, row=row, col=col)
+from lab.store.figures import (
+    empty_figure, family_color, finish, hover_data, scatter_by_family, style, training_symbol, unique_labels,
+)
 
 
 # -- the plots ------------------------------------------------------------------------------------
@@ -109,11 +23,11 @@ def leaderboard_figure(df: pd.DataFrame, title: str | None = None) -> go.Figure:
         f" + {len(df) - n_pub} runs" if len(df) > n_pub else ""
     )
     if df.empty:
-        return _empty(title)
+        return empty_figure(title)
     data = df.sort_values("score", ascending=True, kind="stable").assign(_label=lambda d: unique_labels(d))
     fig = go.Figure()
     for family, part in data.groupby(data["family"].fillna("unknown"), sort=True):
-        custom, template = _hover(part, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source", "rank"])
+        custom, template = hover_data(part, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source", "rank"])
         marked = part["score_marked"].fillna(False).astype(bool) if "score_marked" in part else pd.Series(False, index=part.index)
         fig.add_trace(go.Bar(
             x=part["score"], y=part["_label"], orientation="h", name=family, text=part["_label"],
@@ -123,47 +37,47 @@ def leaderboard_figure(df: pd.DataFrame, title: str | None = None) -> go.Figure:
         ))
     fig.update_yaxes(categoryorder="array", categoryarray=data["_label"].tolist(), title=None)
     fig.update_xaxes(title="score (100 × command F1)")
-    return _finish(fig, title, height=max(style()["height"], style()["bar_row_px"] * len(data) + 120), barmode="overlay")
+    return finish(fig, title, height=max(style()["height"], style()["bar_row_px"] * len(data) + 120), barmode="overlay")
 
 
 def score_vs_params_figure(df: pd.DataFrame, title: str = "Score vs parameters") -> go.Figure:
     """Log-x scatter, total parameters and active parameters (MoE) side by side."""
     if df.empty:
-        return _empty(title)
+        return empty_figure(title)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("total parameters (B)", "active parameters (B; dense = total)"))
     hover = ["params_b", "active_params_b", "score", "training", "source"]
-    _scatter_by_family(fig, df, "params_b", "score", row=1, col=1, hover_cols=hover)
-    _scatter_by_family(fig, df, "active_params_b", "score", row=1, col=2, show_legend=False, hover_cols=hover)
+    scatter_by_family(fig, df, "params_b", "score", row=1, col=1, hover_cols=hover)
+    scatter_by_family(fig, df, "active_params_b", "score", row=1, col=2, show_legend=False, hover_cols=hover)
     fig.update_xaxes(type="log", title="billions of parameters (log)")
     fig.update_yaxes(title="score", row=1, col=1)
-    return _finish(fig, title)
+    return finish(fig, title)
 
 
 def precision_recall_figure(df: pd.DataFrame, title: str = "Command precision vs recall") -> go.Figure:
     """Scatter with iso-F1 guide curves."""
     if df.empty:
-        return _empty(title)
+        return empty_figure(title)
     fig = go.Figure()
     for f1 in (0.2, 0.4, 0.6, 0.8):
         ps = [f1 / (2 - f1) + i * (1 - f1 / (2 - f1)) / 60 for i in range(61)]
         rs = [f1 * p / (2 * p - f1) for p in ps]
         fig.add_trace(go.Scatter(x=ps, y=rs, mode="lines", name=f"F1 = {f1}", showlegend=False, hoverinfo="skip",
                                  line=dict(color="#bbb", dash="dot", width=1), meta="iso-f1"))
-    _scatter_by_family(fig, df, "precision", "recall", hover_cols=["precision", "recall", "avg_command_f1", "source"])
+    scatter_by_family(fig, df, "precision", "recall", hover_cols=["precision", "recall", "avg_command_f1", "source"])
     fig.update_xaxes(title="avg command precision", range=[0, 1])
     fig.update_yaxes(title="avg command recall", range=[0, 1])
-    return _finish(fig, title)
+    return finish(fig, title)
 
 
 def json_vs_f1_figure(df: pd.DataFrame, title: str = "Valid JSON vs command F1") -> go.Figure:
     if df.empty:
-        return _empty(title)
+        return empty_figure(title)
     fig = go.Figure()
-    _scatter_by_family(fig, df, "valid_json_pct", "avg_command_f1", hover_cols=["valid_json_pct", "avg_command_f1", "source"])
+    scatter_by_family(fig, df, "valid_json_pct", "avg_command_f1", hover_cols=["valid_json_pct", "avg_command_f1", "source"])
     fig.update_xaxes(title="valid JSON (%)", range=[0, 101])
     fig.update_yaxes(title="avg command F1")
-    return _finish(fig, title)
+    return finish(fig, title)
 
 
 def pareto_front(df: pd.DataFrame, x: str = "sec_per_step", y: str = "score") -> pd.DataFrame:
@@ -180,9 +94,9 @@ def pareto_front(df: pd.DataFrame, x: str = "sec_per_step", y: str = "score") ->
 def speed_vs_score_figure(df: pd.DataFrame, title: str = "Seconds per step vs score") -> go.Figure:
     """Log-x scatter with the Pareto front (the fastest model for each score level) drawn as a step line."""
     if df.empty:
-        return _empty(title)
+        return empty_figure(title)
     fig = go.Figure()
-    _scatter_by_family(fig, df, "sec_per_step", "score", hover_cols=["sec_per_step", "score", "source"])
+    scatter_by_family(fig, df, "sec_per_step", "score", hover_cols=["sec_per_step", "score", "source"])
     front = pareto_front(df)
     fig.add_trace(go.Scatter(
         x=front["sec_per_step"], y=front["score"], mode="lines+markers", name="Pareto front (fastest for score)",
@@ -192,13 +106,13 @@ def speed_vs_score_figure(df: pd.DataFrame, title: str = "Seconds per step vs sc
     ))
     fig.update_xaxes(type="log", title="seconds per step (batched, log)")
     fig.update_yaxes(title="score")
-    return _finish(fig, title)
+    return finish(fig, title)
 
 
 def bucket_figure(df: pd.DataFrame, title: str = "Command F1 by replay position (early / mid / late)") -> go.Figure:
     """Grouped bars: one trace per run / published checkpoint, x = bucket."""
     if df.empty:
-        return _empty(title, "no run with per-step data selected")
+        return empty_figure(title, "no run with per-step data selected")
     order = style()["bucket_order"]
     fig = go.Figure()
     for name, part in df.groupby("name", sort=False):
@@ -210,13 +124,13 @@ def bucket_figure(df: pd.DataFrame, title: str = "Command F1 by replay position 
         ))
     fig.update_xaxes(title="bucket (step_idx ≤1 / 2–4 / ≥5)", categoryorder="array", categoryarray=order)
     fig.update_yaxes(title="avg command F1", range=[0, 1])
-    return _finish(fig, title, barmode="group")
+    return finish(fig, title, barmode="group")
 
 
 def source_group_figure(df: pd.DataFrame, title: str = "Command F1 by source group") -> go.Figure:
     """Heatmap run × source group; published checkpoints list only their top/bottom 3 groups."""
     if df.empty:
-        return _empty(title, "no run with per-step data selected")
+        return empty_figure(title, "no run with per-step data selected")
     grid = df.pivot_table(index="name", columns="source_group", values="avg_command_f1", aggfunc="first", sort=True)
     fig = go.Figure(go.Heatmap(
         z=grid.to_numpy(), x=grid.columns.tolist(), y=grid.index.tolist(), zmin=0, zmax=1,
@@ -224,13 +138,13 @@ def source_group_figure(df: pd.DataFrame, title: str = "Command F1 by source gro
         hovertemplate="%{y}<br>%{x}: F1 %{z}<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")
-    return _finish(fig, title, height=max(style()["height"], 28 * len(grid) + 160))
+    return finish(fig, title, height=max(style()["height"], 28 * len(grid) + 160))
 
 
 def checkpoint_series_figure(df: pd.DataFrame, title: str = "Score by epoch / checkpoint") -> go.Figure:
     """One line per series (same name up to its epoch / checkpoint number); epochs and steps on separate axes."""
     if df.empty:
-        return _empty(title, "no model with epochs or checkpoints matches")
+        return empty_figure(title, "no model with epochs or checkpoints matches")
     kinds = [k for k in ("epoch", "checkpoint step") if k in set(df["x_kind"])]
     fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=kinds, shared_yaxes=True)
     for col, kind in enumerate(kinds, start=1):
@@ -243,13 +157,13 @@ def checkpoint_series_figure(df: pd.DataFrame, title: str = "Score by epoch / ch
             ), row=1, col=col)
         fig.update_xaxes(title=kind, row=1, col=col)
     fig.update_yaxes(title="score", row=1, col=1)
-    return _finish(fig, title)
+    return finish(fig, title)
 
 
 def tb2lite_vs_tblite_figure(df: pd.DataFrame, title: str = "TB2-lite vs TB Lite / TB 2.1 (separate benchmarks)") -> go.Figure:
     """Side by side, one panel and one y axis per benchmark: the scales are never mixed."""
     if df.empty:
-        return _empty(title, "no base model appears in both benchmarks")
+        return empty_figure(title, "no base model appears in both benchmarks")
     s = style()
     benches = [b for b in s["benchmark_order"] if b in set(df["benchmark"])]
     fig = make_subplots(rows=1, cols=len(benches), shared_yaxes=False, subplot_titles=benches, horizontal_spacing=0.08)
@@ -266,7 +180,7 @@ def tb2lite_vs_tblite_figure(df: pd.DataFrame, title: str = "TB2-lite vs TB Lite
         fig.update_xaxes(tickangle=-35, row=1, col=col)
     bases = ", ".join(sorted(set(df["base_model"].dropna())))
     note = f"base model {bases} · different benchmarks and scales: compare within a panel only"
-    fig = _finish(fig, f"{title}<br><sup>{note}</sup>", height=580)
+    fig = finish(fig, f"{title}<br><sup>{note}</sup>", height=580)
     fig.update_layout(margin=dict(t=100))
     return fig
 

@@ -1,4 +1,4 @@
--- Published runs (lab/data/published.py): the catalogue run each imported file came from, its
+-- Published runs (lab/published/fetch.py): the catalogue run each imported file came from, its
 -- series position, and the leaderboard row it reproduces. Derived from runs.path and the
 -- shipped catalogue, so it is refilled after a rebuild.
 CREATE TABLE IF NOT EXISTS published_runs (

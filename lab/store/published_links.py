@@ -35,7 +35,7 @@ def leaderboard_row(store: Store, run: dict, paths: list[str]) -> int | None:
 def link_published(store: Store, catalogue=None) -> int:
     """Fill `published_runs` for every run imported from `<results>/published/`; rows already right are
     left alone. Returns how many rows were written."""
-    from lab.data.published_catalogue import load_catalogue, runs_of
+    from lab.published.catalogue import load_catalogue, runs_of
 
     ensure_table(store)
     runs = runs_of(catalogue if catalogue is not None else load_catalogue())

@@ -9,7 +9,8 @@ import pyarrow as pa
 
 from lab.data.step import bucket_of
 from lab.errors import ResultFileError
-from lab.runs.resultfile import coerce_units, scoring_version
+from lab.resultfiles.resultfile import scoring_version
+from lab.resultfiles.units import coerce_units
 from lab.store.names import (
     checkpoint_step_of,
     display_name,

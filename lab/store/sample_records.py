@@ -6,7 +6,7 @@ from typing import Any
 import pyarrow as pa
 
 from lab.errors import ResultFileError
-from lab.runs.resultfile import coerce_units
+from lab.resultfiles.units import coerce_units
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, sample_stats, sampled_rows
 from lab.store.records import _bool, _float, _int, _str
 

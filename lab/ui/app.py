@@ -67,7 +67,7 @@ def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db
 
 def load_published(ctx: LabContext) -> None:
     """The owner's set of published runs (LAB_PUBLISHED) and their links; problems become warnings."""
-    from lab.data.published import load_owner_set
+    from lab.published.fetch import load_owner_set
 
     try:
         report = load_owner_set(ctx.store, ctx.settings)

@@ -1,7 +1,6 @@
 """The Compare tab: one step, its context, one column per engine, the diff, heatmap and F1 gap."""
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from dataclasses import dataclass
@@ -11,40 +10,15 @@ from typing import Any, Iterator
 import gradio as gr
 
 from lab.data.step import Step
-from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
-from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
-from lab.runs.pipeline import parse_reference, prompt_options_of, render_for_engine, run_steps
+from lab.ui.audit_panel import audit_answer, column_audits
 from lab.ui.context import EngineEntry, LabContext, LRUCache
-from lab.ui.heatmap import heatmap_figure
-from lab.ui.samples_panel import build_samples_panel
-from lab.ui.legacy_column import answer_legacy_step, is_legacy, scorer_badge_html
+from lab.ui.legacy_column import scorer_badge_html
+from lab.ui.render_html import esc, render_columns, render_context, render_f1_gap, render_notice
 from lab.ui.run_picker import build_run_picker, wire_run_picker
-from lab.ui.render_html import (
-    render_audit_body,
-    render_columns,
-    render_context,
-    render_f1_gap,
-    render_notice,
-)
+from lab.ui.samples_panel import build_samples_panel
+from lab.ui.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
+from lab.ui.step_view import RUNNING, EngineView, engine_view_state, f1_gap
 from lab.ui.whatif_view import build_whatif_view
-from lab.ui.step_view import (
-    CRASHED,
-    AUDIT_DISPLAY_ONLY,
-    AUDIT_ERROR,
-    AUDIT_PENDING,
-    ERROR,
-    FAILED,
-    LOADING,
-    PENDING,
-    RUNNING,
-    AuditView,
-    EngineView,
-    audit_view_from,
-    build_step_view,
-    engine_view_from_result,
-    engine_view_state,
-    f1_gap,
-)
 
 # Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
 UI_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "ui"
@@ -78,114 +52,19 @@ def neighbour_key(ctx: LabContext, key: str | None, offset: int) -> str | None:
     return keys[max(0, min(len(keys) - 1, pos + offset))]
 
 
-def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant: bool = True) -> EngineView:
-    """The column of one engine for one step: cached answer, instant answer, or its state."""
-    cached = ctx.views.get((entry.name, step.key))
-    if cached is not None:
-        return cached
-    if entry.state in (FAILED, CRASHED):
-        return engine_view_state(entry.spec, entry.name, entry.state, entry.error, entry.kind)
-    if entry.state == LOADING or entry.engine is None:
-        return engine_view_state(entry.spec, entry.name, LOADING, None, entry.kind)
-    if entry.instant and compute_instant:
-        return answer_step(ctx, entry, step)
-    return engine_view_state(entry.spec, entry.name, PENDING, None, entry.kind)
+def audit_reply(ctx: LabContext, request: object) -> str:
+    """/prompt_audit: the audit, or '' and one warning line for a malformed request."""
+    answer = audit_answer(ctx, request)
+    if not answer:
+        gr.Warning("prompt_audit: give JSON [engine name, step key], two strings")
+    return answer
 
 
-def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
-    """Run one engine on one step through the pipeline and cache the column (errors included)."""
-    if is_legacy(entry):  # a legacy run: its own step of the legacy replay, the legacy scorer
-        return answer_legacy_step(ctx, entry, step)
-    try:
-        result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
-        view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
-    except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
-        view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
-        return view  # not cached: the user may retry
-    ctx.views.put((entry.name, step.key), view)
-    return view
-
-
-def engine_max_model_len(engine: Any) -> int:
-    """The engine's context length: its `max_model_len` attribute (or vLLM settings), else its
-    preset's `engine.max_model_len`, else the presets file's default (the TB2-lite setting, 49152)."""
-    value = getattr(engine, "max_model_len", None)
-    settings = getattr(engine, "settings", None)
-    if value is None and isinstance(settings, dict):
-        value = settings.get("max_model_len")
-    preset = getattr(engine, "preset", None)
-    if value is None and preset is not None:
-        value = (getattr(preset, "engine", None) or {}).get("max_model_len")
-    if value is None:
-        from lab.engines.presets import load_engine_defaults
-
-        value = load_engine_defaults().get("max_model_len")
-    return int(value)
-
-
-def compute_audit(engine: Any, step: Step) -> AuditView:
-    """The template audit of `engine`'s prompt for `step` (lab.prompts.audit), shaped for the UI;
-    a raw-prompt contract is audited as sent verbatim (token count and budget only)."""
-    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
-    tokenizer = getattr(engine, "tokenizer", None)
-    max_model_len = engine_max_model_len(engine)
-    max_tokens = int(engine.default_sampling.max_tokens)
-    overlong = getattr(engine, "overlong_prompt", "truncate")  # servers reject, they never cut
-    if contract.raw_prompt:
-        rendered = render_for_engine(engine, step)
-        budget = max_model_len - max_tokens
-        cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
-                               or "right") if tokenizer is not None else None
-        fits = None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len
-        audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut, overlong)
-        return audit_view_from(audit, verbatim=True)
-    messages, fallback_prompt = contract.build_messages(step)
-    audit = audit_template(messages, fallback_prompt, tokenizer, getattr(engine, "model_id", "") or "",
-                           prompt_options_of(engine), max_model_len, max_tokens, overlong=overlong)
-    return audit_view_from(audit)
-
-
-def column_audit(ctx: LabContext, entry: EngineEntry, step: Step, compute: bool = False) -> AuditView | None:
-    """A column's prompt audit: None before the engine is ready, display-only for engines that
-    answer from data, the cached audit, else pending (or computed and cached when `compute`)."""
-    if entry.state != "ready" or entry.engine is None:
-        return None
-    if entry.instant:
-        return AuditView(AUDIT_DISPLAY_ONLY)
-    cached = ctx.audits.get((entry.name, step.key))
-    if cached is not None or not compute:
-        return cached or AuditView(AUDIT_PENDING)
-    try:
-        audit = compute_audit(entry.engine, step)
-    except Exception as exc:  # noqa: BLE001 - shown in the panel; not cached, so reopening retries
-        return AuditView(AUDIT_ERROR, error=f"{type(exc).__name__}: {exc}")
-    ctx.audits.put((entry.name, step.key), audit)
-    return audit
-
-
-def column_audits(ctx: LabContext, entries: list[EngineEntry], step: Step) -> dict[str, AuditView]:
-    """Engine name -> its audit panel state for `step` (nothing is computed here)."""
-    audits = {e.name: column_audit(ctx, e, step) for e in entries}
-    return {name: audit for name, audit in audits.items() if audit is not None}
-
-
-def audit_answer(ctx: LabContext, request: str) -> str:
-    """The audit the browser asked for (JSON [engine name, step key]) as JSON [engine, step, state,
-    summary html, body html], computing it on first request; '' for a malformed request."""
-    from lab.ui.render_html import audit_summary
-
-    try:
-        name, key = json.loads(request or "")
-    except (ValueError, TypeError):
-        return ""
-    step = ctx.replay.by_key.get(key) if ctx.replay else None
-    entry = next((e for e in ctx.engine_entries() if e.name == name), None)
-    if step is None or entry is None:
-        audit = AuditView(AUDIT_ERROR, error=f"engine '{name}' or step '{key}' is no longer available")
-    else:
-        audit = column_audit(ctx, entry, step, compute=True) or AuditView(
-            AUDIT_ERROR, error=f"engine '{name}' is not ready ({entry.state})")
-    return json.dumps([name, key, audit.state, audit_summary(audit), render_audit_body(audit)])
+def step_key_argument(key: object) -> str | None:
+    """A handler's step argument: a step key (text) or None; anything else is one-line gr.Error."""
+    if key is None or isinstance(key, str):
+        return key
+    raise gr.Error(f"the step must be a step key (text), got {type(key).__name__}", print_exception=False)
 
 
 def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, views: list[EngineView], full: bool,
@@ -224,33 +103,6 @@ def warm_instant_engines(ctx: LabContext, start_key: str | None = None) -> threa
     thread = threading.Thread(target=work, name="lab-warm-columns", daemon=True)
     thread.start()
     return thread
-
-
-def heat_choices(views: list[EngineView]) -> list[tuple[str, str]]:
-    return [(v.name, v.name) for v in views if v.state == "ready"]
-
-
-def pick_heat_engine(views: list[EngineView], wanted: str | None) -> EngineView | None:
-    """The engine the heatmap shows: the wanted one if answered, else the first non-reference one."""
-    ready = [v for v in views if v.state == "ready"]
-    for v in ready:
-        if v.name == wanted:
-            return v
-    non_ref = [v for v in ready if v.kind != "reference"]
-    return (non_ref or ready or [None])[0]
-
-
-def heatmap_for(ctx: LabContext, step: Step, views: list[EngineView], wanted: str | None):
-    """The heatmap figure (cached per engine and step) and the engine it shows."""
-    view = pick_heat_engine(views, wanted)
-    if view is None:
-        return None, None
-    cache_key = ("heatmap", view.name, step.key)
-    fig = ctx.views.get(cache_key)
-    if fig is None:
-        fig = heatmap_figure(view.pred_units, parse_reference(step).command_units, view.name)
-        ctx.views.put(cache_key, fig)
-    return fig, view.name
 
 
 def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) -> dict[str, str]:
@@ -294,24 +146,22 @@ class StepOutputs:
 
 def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
     """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
-    step = ctx.replay.by_key.get(key) if ctx.replay and key else None
-    if step is None:
-        key = ctx.step_keys()[0]
-        step = ctx.replay.by_key[key]
-    entries = ctx.engine_entries()
-    views = [engine_view(ctx, e, step) for e in entries]
-    view = build_step_view(step, views, parse_reference(step))
-    fig, heat_spec = heatmap_for(ctx, step, views, heat_engine)
+    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full)
+
+
+def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
+    """A step's data as the HTML and choices a step switch sends."""
+    step, entries, views = data.step, data.entries, data.views
     return StepOutputs(
         task_id=step.task_id,
         step_choices=step_choices(ctx, step.task_id),
         step_key=step.key,
-        context_html=render_context(view, full),
+        context_html=render_context(data.view, full),
         columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
-        f1_html=render_f1_gap(view.f1_gap),
+        f1_html=render_f1_gap(data.view.f1_gap),
         heat_choices=heat_choices(views),
-        heat_engine=heat_spec,
-        heat_figure=fig,
+        heat_engine=data.heat_engine,
+        heat_figure=data.heat_figure,
     )
 
 
@@ -367,22 +217,17 @@ def no_replay_panel(ctx: LabContext) -> str:
         f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
         "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
         "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
-        f"from then on.</p><p class='lab-muted'>source: <code>{_esc(url)}</code></p>",
+        f"from then on.</p><p class='lab-muted'>source: <code>{esc(url)}</code></p>",
         "warn",
     )
-
-
-def _esc(text: str) -> str:
-    from lab.ui.render_html import esc
-
-    return esc(text)
 
 
 def build_compare_tab(ctx: LabContext) -> CompareTab:
     """Lay out the Compare tab and wire its events."""
     with gr.Tab("Compare", id="compare") as tab:
         notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
-        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary")
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary",
+                             elem_id="lab-download-replay")
         with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
             first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
             task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
@@ -414,10 +259,11 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
-    wire_run_picker(ctx, picker, view, step, tab)
+    wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
         if ctx.replay is None:
@@ -432,6 +278,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
             # A press made before the previous move's answer arrived still carries the old step:
             # continue from where that move went, so `j j` moves two steps even on a slow server.
+            key = step_key_argument(key)
             session = request.session_hash if request is not None else None
             last = moves.get(session) if session else None
             base = last[1] if last and last[0] == key else key
@@ -443,6 +290,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return move
 
     def on_heat(key: str | None, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             return None
         step_obj = ctx.replay.by_key[key]
@@ -450,6 +298,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
     def on_generate(key: str | None, full: bool, heat: str | None):
+        key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
@@ -467,6 +316,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
+        if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
+            gr.Warning("This public deployment does not let visitors download or replace the replay.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         try:
             ctx.download_replay()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
@@ -494,9 +346,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     )
     whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
-    audit_go.click(lambda req: audit_answer(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
+    audit_go.click(lambda req: audit_reply(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
                    api_name="prompt_audit", trigger_mode="multiple").then(
-        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden")
+        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
     return view
 
 

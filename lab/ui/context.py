@@ -122,7 +122,7 @@ class LabContext:
     # --- store -------------------------------------------------------------------------
     def open_store(self) -> None:
         """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`."""
-        from lab.store.db import open_store
+        from lab.store.opening import open_store
 
         from lab.store.importer import import_path
 
@@ -217,9 +217,11 @@ class LabContext:
             entries.append(entry_from_status(row, engine))
         if self.sessions is None:
             return entries
-        from lab.ui.session import current_session
+        from lab.ui.session import current_client, current_session
 
-        visible = set(self.sessions.visible([e.name for e in entries], current_session()))
+        session = current_session()
+        self.sessions.touch(session, current_client())  # every handler that shows engines is activity
+        visible = set(self.sessions.visible([e.name for e in entries], session))
         return [self._shown_entry(e) for e in entries if e.name in visible]
 
     def shown_text(self, text: str | None) -> str | None:
@@ -242,10 +244,11 @@ class LabContext:
 
         session = current_session() if self.sessions is not None else None
         if session:
-            for entry in self.engine_entries():  # the owner's and this visitor's engines
+            for entry in self.engine_entries():  # also records the session's client and activity  # the owner's and this visitor's engines
                 if entry.spec in (spec, self.shown_text(spec)):
                     return entry.name
             self.sessions.check_room(session)
+            self.pool.check_allowed(spec, visitor=True)
         name = self.pool.add(spec)
         if session:
             self.sessions.add(session, name)
@@ -255,14 +258,27 @@ class LabContext:
         return name
 
     def add_engines(self, specs: list[str]) -> list[str]:
-        """Add several engines at once (vLLM engines split their GPU's memory budget)."""
+        """Add several engines at once (vLLM engines split their GPU's memory budget); a visitor's
+        go one by one, each checked and counted like `add_engine`."""
+        from lab.ui.session import current_session
+
+        if self.sessions is not None and current_session():
+            return [self.add_engine(spec) for spec in specs]
         names = self.pool.add_many(list(specs))
         for name in names:
             self.forget_engine(name)
         return names
 
     def restart_engine(self, name: str) -> None:
-        """Restart a managed engine's server; its cached columns go."""
+        """Restart a managed engine's server; its cached columns go. In public mode a visitor
+        may restart only the engines it added (like unloading)."""
+        from lab.ui.session import current_session
+
+        session = current_session() if self.sessions is not None else None
+        if session and not self.sessions.owns(session, name):
+            if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
+                raise LabError(f"'{name}' is one of the owner's engines; visitors cannot restart it")
+            raise LabError(f"no engine named '{name}' among your engines")
         self.pool.restart(name)
         self.forget_engine(name)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from lab.errors import LabError
+from lab.jsontext import one_line
 from lab.ui.compare_tab import CompareTab, warm_instant_engines
 from lab.ui.context import EngineEntry, LabContext
 from lab.ui.render_html import esc, render_notice
@@ -98,7 +99,7 @@ def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC") -> 
     try:
         names = ctx.add_engines(specs) if len(specs) > 1 else [ctx.add_engine(text)]
     except LabError as exc:
-        return EngineAction(False, ctx.shown_text(f"Cannot add '{text}': {exc}"))
+        return EngineAction(False, ctx.shown_text(f"Cannot add '{one_line(text, 200)}': {exc}"))
     if ctx.replay is not None:
         warm_instant_engines(ctx)
     listed = ", ".join(f"'{n}'" for n in names)

@@ -7,14 +7,19 @@ unchanged.
 """
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 
 import gradio as gr
 
 from lab.booleans import parse_bool
 from lab.settings import Settings
 from lab.ui.context import LabContext
-from lab.ui.session import SessionEngines, current_session
+from lab.ui.session import SessionEngines, current_session, public_limit
+
+log = logging.getLogger(__name__)
 
 ANNOTATIONS_ENV = "LAB_PUBLIC_ANNOTATIONS"
 NO_WRITES = (
@@ -52,9 +57,30 @@ def apply_public_policy(ctx: LabContext) -> None:
 
 
 def watch_sessions(demo: gr.Blocks, ctx: LabContext) -> None:
-    """When a visitor's browser tab closes, unload the engines only that session held."""
+    """When a visitor's browser tab closes, or its session makes no request for the idle limit
+    (public_limits.yaml), unload the engines only that session held."""
     if ctx.sessions is not None:
         demo.unload(lambda: ctx.end_session(current_session()))
+        start_idle_sweeper(ctx)
+
+
+def start_idle_sweeper(ctx: LabContext) -> threading.Thread:
+    """A daemon thread that unloads idle visitor sessions' engines every `sweep_every_s` seconds
+    (a script that never opens a heartbeat cannot hold engine slots forever)."""
+    every = max(0.2, public_limit("sweep_every_s"))
+
+    def sweep() -> None:
+        while True:
+            time.sleep(every)
+            for session in ctx.sessions.idle_sessions():
+                try:
+                    ctx.end_session(session)
+                except Exception:  # noqa: BLE001 - the sweeper must outlive one bad unload
+                    log.exception("unloading idle session %s", session)
+
+    thread = threading.Thread(target=sweep, name="lab-idle-sessions", daemon=True)
+    thread.start()
+    return thread
 
 
 def queue_options(settings: Settings) -> dict:
@@ -68,7 +94,27 @@ def queue_options(settings: Settings) -> dict:
 
 def launch_limits(settings: Settings | None = None) -> dict:
     """launch() options: the upload route accepts at most LAB_MAX_UPLOAD; by default 1 MB
-    locally and 1 byte (closed) on a public deployment. The lab has no upload component, so
-    nothing legitimate is refused."""
+    locally and nothing at all on a public deployment (a limit of -1 bytes refuses empty and
+    1-byte files too). The lab has no upload component, so nothing legitimate is refused."""
     public = (settings or Settings()).public
-    return {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or ("1b" if public else "1mb")}
+    limits: dict = {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
+    if public and not os.environ.get("LAB_MAX_UPLOAD"):
+        from starlette.middleware import Middleware
+
+        limits["app_kwargs"] = {"middleware": [Middleware(RefuseUploads)]}  # empty files too
+    return limits
+
+
+class RefuseUploads:
+    """ASGI middleware of a public deployment: every POST to an upload route gets 413, whatever its size."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope.get("type") == "http" and scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/upload"):
+            from starlette.responses import PlainTextResponse
+
+            await PlainTextResponse("uploads are off on this public deployment", status_code=413)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -19,7 +19,7 @@ SERIES, RUN = "series: ", "run: "
 
 def series_choices() -> list[str]:
     """All runs, each series, then each run (type to filter)."""
-    from lab.data.published_catalogue import load_catalogue, runs_of, series_names
+    from lab.published.catalogue import load_catalogue, runs_of, series_names
 
     try:
         entries = load_catalogue()
@@ -29,7 +29,7 @@ def series_choices() -> list[str]:
 
 
 def selection(picked: list[str]):
-    from lab.data.published import select_runs
+    from lab.published.fetch import select_runs
 
     if not picked:
         return []
@@ -42,7 +42,7 @@ def selection(picked: list[str]):
 
 def size_text(ctx: LabContext, picked: list[str]) -> str:
     """'N runs · X MB to download' (cached files excluded; unknown sizes estimated and said so)."""
-    from lab.data.published import Cache
+    from lab.published.fetch import Cache
 
     try:
         runs = selection(picked)
@@ -93,8 +93,12 @@ def build_published_panel(ctx: LabContext) -> None:
         status = gr.HTML(elem_id="lab-pub-status")
 
     def on_fetch(names: list[str], progress=gr.Progress()):
-        from lab.data.published import fetch_and_import, fetch_entries
+        from lab.published.fetch import fetch_and_import, fetch_entries
 
+        if ctx.settings.public:  # it would write into the owner's results/published and the store
+            gr.Warning("This public deployment does not let visitors fetch published runs; the owner "
+                       "chooses them with LAB_PUBLISHED")
+            return gr.update(), gr.update(), gr.update()
         if ctx.store is None:
             gr.Warning(ctx.store_error or "the results database is not open")
             return gr.update(), gr.update(), gr.update()

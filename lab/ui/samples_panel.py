@@ -24,18 +24,21 @@ def samples_cache(ctx: LabContext) -> LRUCache:
     return cache
 
 
-def _cache_key(entry: EngineEntry, key: str) -> tuple[str, str, str]:
-    return (entry.name, entry.spec, key)
+def _cache_key(ctx: LabContext, entry: EngineEntry, key: str) -> tuple:
+    """In public mode the visitor's session is part of the key: one visitor never sees another's samples."""
+    from lab.ui.session import current_session
+
+    return (current_session() if ctx.sessions is not None else None, entry.name, entry.spec, key)
 
 
 def current_sets(ctx: LabContext, key: str | None) -> list[SampleSet]:
     """What the panel shows for step `key`: each engine's last sampled set, or a stored run's samples."""
-    if ctx.replay is None or key not in ctx.replay.by_key:
+    if ctx.replay is None or not isinstance(key, str) or key not in ctx.replay.by_key:
         return []
     step, cache, threshold = ctx.replay.by_key[key], samples_cache(ctx), load_stability_defaults().pass_threshold
     sets = []
     for entry in ctx.engine_entries():
-        cached = cache.get(_cache_key(entry, key))
+        cached = cache.get(_cache_key(ctx, entry, key))
         if cached is not None:
             sets.append(cached)
         elif entry.kind == "stored" and entry.engine is not None:
@@ -72,7 +75,7 @@ def sample_all(ctx: LabContext, key: str, n: int, temperature: float | None, top
         entry, result = done.get()
         sets[entry.name] = result
         if result.state != "error":
-            cache.put(_cache_key(entry, key), result)
+            cache.put(_cache_key(ctx, entry, key), result)
         yield [sets[e.name] for e in entries]
 
 
@@ -115,13 +118,18 @@ def build_samples_panel(ctx: LabContext, step: gr.Dropdown) -> None:
             seed = gr.Number(defaults.seed, label="seed of sample 0", precision=0, elem_id="lab-samples-seed", scale=1)
             go = gr.Button("Sample N on all engines", elem_id="lab-sample", scale=1)
         first = ctx.replay.steps[0].key if ctx.replay and ctx.replay.steps else None
-        panel = gr.HTML(lambda: render_samples(current_sets(ctx, first)), elem_id="lab-samples")
+        panel = gr.HTML(render_samples([]), elem_id="lab-samples")
+    from gradio.context import Context
+
+    if Context.root_block is not None:  # filled at page load, for this session (no API name)
+        Context.root_block.load(lambda: render_samples(current_sets(ctx, first)), None, panel,
+                                api_visibility="private", show_progress="hidden")
 
     def on_step(key: str | None) -> str:
         return render_samples(current_sets(ctx, key))
 
     def on_sample(key: str | None, n_value, temp_value, top_p_value, seed_value):
-        if ctx.replay is None or key not in ctx.replay.by_key:
+        if ctx.replay is None or not isinstance(key, str) or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             yield gr.update()
             return

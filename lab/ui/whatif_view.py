@@ -3,24 +3,24 @@ system prompt, re-run the edited step on every engine, replay saved edits, expor
 from __future__ import annotations
 
 import queue
-import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
 
 from lab.errors import LabError
 from lab.ui.context import EngineEntry, LabContext, LRUCache
+from lab.ui.step_data import answer_step, engine_view
 from lab.ui.step_view import EngineView
 from lab.ui.whatif_render import WHATIF_CSS, render_whatif_results
 from lab.whatif.apply import field_spans, field_text
 from lab.whatif.edit import FieldEdit, WhatIf
 from lab.whatif.run import WhatIfResult, run_whatif
 from lab.whatif.store import DuckWhatIfStore, SessionWhatIfStore, WhatIfKeeper, export_jsonl
+from lab.whatif.validate import limits
 
-_SESSIONS = LRUCache(512)  # session hash -> SessionWhatIfStore (public labs)
+_SESSIONS = LRUCache(limits()["max_whatif_sessions"])  # session hash -> SessionWhatIfStore (public labs)
 _SHARED: dict[int, DuckWhatIfStore] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -59,6 +59,13 @@ def keeper_for(ctx: LabContext, session: str | None) -> WhatIfKeeper:
     return keeper
 
 
+def text_arguments(**values: object) -> None:
+    """The handlers' text arguments must be text (or empty): anything else is one-line gr.Error."""
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise gr.Error(f"what-if: '{name}' must be text, got {type(value).__name__}", print_exception=False)
+
+
 def where_kept(keeper: WhatIfKeeper) -> str:
     return ("kept in the store's whatif_* tables, never in a run's score" if keeper.shared
             else "kept in this browser session only (not written to the shared store)")
@@ -77,8 +84,6 @@ def default_field(choices: list[tuple[str, str]]) -> str | None:
 
 def _original(ctx: LabContext, entry: EngineEntry, step) -> EngineView:
     """The engine's unedited answer: Compare's cached column, generated now when missing."""
-    from lab.ui.compare_tab import answer_step, engine_view
-
     view = engine_view(ctx, entry, step)
     return view if view.state == "ready" else answer_step(ctx, entry, step)
 
@@ -121,8 +126,6 @@ def engine_choices(ctx: LabContext) -> list[str]:
 
 def saved_results_html(ctx: LabContext, keeper: WhatIfKeeper, edit_id: str, full: bool = False) -> str:
     """A saved what-if's recorded answers, each beside the engine's original answer when loaded."""
-    from lab.ui.compare_tab import engine_view
-
     whatif = keeper.get_edit(edit_id)
     step = ctx.replay.by_key.get(whatif.step_key) if ctx.replay else None
     entries = {e.name: e for e in ctx.engine_entries()}
@@ -194,6 +197,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
         return request.session_hash if request is not None else None
 
     def on_step(key: str | None, request: gr.Request | None = None):
+        text_arguments(step=key)
         choices = field_choices(ctx, key)
         chosen = default_field(choices)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
@@ -204,6 +208,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
                 gr.update(choices=engine_choices(ctx), value=None), "")
 
     def on_field(key: str | None, name: str | None):
+        text_arguments(step=key, field=name)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
         if step_obj is None or not name:
             return gr.update()
@@ -215,6 +220,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
 
     def on_run(key: str | None, name: str | None, new_text: str, note_text: str, full: bool,
                request: gr.Request | None = None):
+        text_arguments(step=key, field=name, text=new_text, note=note_text)
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
         if step_obj is None or not name:
             gr.Warning("Pick a step and a field to edit first.")
@@ -234,6 +240,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
                gr.update(choices=saved_choices(keeper, key), value=whatif.edit_id))
 
     def on_saved(edit_id: str | None, full: bool, request: gr.Request | None = None):
+        text_arguments(edit=edit_id)
         if not edit_id:
             return gr.update()
         try:
@@ -243,6 +250,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
             return gr.update()
 
     def on_replay(edit_id: str | None, engine_name: str | None, full: bool, request: gr.Request | None = None):
+        text_arguments(edit=edit_id, engine=engine_name)
         keeper = keeper_for(ctx, session_of(request))
         entry = next((e for e in ctx.engine_entries() if e.name == engine_name and e.state == "ready"), None)
         if not edit_id or entry is None:
@@ -262,8 +270,9 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
 
     def on_export(request: gr.Request | None = None):
         keeper = keeper_for(ctx, session_of(request))
-        folder = Path(tempfile.mkdtemp(prefix="lab-whatif-"))
-        path = folder / "whatifs.jsonl"
+        from lab.ui.exports import EXPORTS  # short-lived, swept folders, removed at exit like the others
+
+        path = EXPORTS.new_dir() / "whatifs.jsonl"
         with path.open("w", encoding="utf-8") as handle:
             n = export_jsonl(keeper, handle)
         gr.Info(f"exported {n} what-if edit(s)")

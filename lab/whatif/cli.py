@@ -38,7 +38,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
     from lab.whatif.store import DuckWhatIfStore
 
     settings = _settings(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Iterable, Protocol
@@ -79,6 +80,17 @@ class DuckWhatIfStore:
         return [result_from_record(r) for r in rows]
 
 
+def whatif_bytes(whatif: WhatIf) -> int:
+    """UTF-8 bytes an edit keeps in memory (its texts and note)."""
+    texts = [whatif.step_key, whatif.note, *(t for e in whatif.edits for t in (e.field, e.old, e.new))]
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
+
+def result_bytes(result: WhatIfResult) -> int:
+    """UTF-8 bytes of an answer kept in memory (its JSON form)."""
+    return len(json.dumps(asdict(result), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
 class SessionWhatIfStore:
     """What-ifs of one visitor of a public lab: in memory, never written to the shared store."""
 
@@ -88,18 +100,30 @@ class SessionWhatIfStore:
         self._edits: dict[str, WhatIf] = {}
         self._results: list[WhatIfResult] = []
         self._lock = threading.Lock()
+        self.held_bytes = 0  # UTF-8 bytes of the edits' texts and the answers kept
+
+    def _make_room(self, size: int, what: str) -> None:
+        cap = limits()["max_session_bytes"]
+        if self.held_bytes + size > cap:
+            raise EditError(f"this session already holds {self.held_bytes} bytes of what-ifs and {what} "
+                            f"would pass the cap of {cap} bytes; export them and reload the page to start afresh")
+        self.held_bytes += size
 
     def save_edit(self, whatif: WhatIf) -> str:
         check_whatif(whatif)
         with self._lock:
-            if whatif.edit_id not in self._edits and len(self._edits) >= limits()["max_session_whatifs"]:
+            if whatif.edit_id in self._edits:
+                return whatif.edit_id
+            if len(self._edits) >= limits()["max_session_whatifs"]:
                 raise EditError(f"this session already holds {len(self._edits)} what-ifs (the cap); "
                                 "export them and reload the page to start afresh")
-            self._edits.setdefault(whatif.edit_id, whatif)
+            self._make_room(whatif_bytes(whatif), "this edit")
+            self._edits[whatif.edit_id] = whatif
         return whatif.edit_id
 
     def save_result(self, result: WhatIfResult) -> None:
         with self._lock:
+            self._make_room(result_bytes(result), "this answer")
             self._results.append(result)
 
     def edits(self, step_key: str | None = None) -> list[WhatIf]:

@@ -269,6 +269,7 @@ class ManagedServer:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            wait_group_gone(proc.pid, 10.0)  # vLLM's engine core may outlive its leader by a moment
         finally:
             with self._lock:
                 if self._state != CRASHED:
@@ -325,6 +326,17 @@ def group_members(pgid: int) -> list[str]:
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return found
+
+
+def wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Wait until no live process is left in group `pgid` (their memory, GPU memory included, is
+    free for the next server to profile); True when none is."""
+    deadline = time.monotonic() + timeout
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -165,6 +165,7 @@ class VLLMServerEngine(ManagedEngine):
         "api_key": "key the server requires and the client sends (default: $VLLM_API_KEY)",
         "kv_cache_gb": "CPU backend only: GiB of RAM for this server's KV cache (default: a share of cpu_kv_cache_budget_gb)",
         "gpu": "GPU index, or one per tensor-parallel rank (gpu=0,1)",
+        "ignore_eos": "generate max_tokens every time (benchmarks; default false)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
@@ -184,6 +185,7 @@ class VLLMServerEngine(ManagedEngine):
         self.adapter: tuple[str, str, int] | None = None
         self.model_source = model
         self.api_key = self.options.pop("api_key", None) or os.environ.get("VLLM_API_KEY") or None
+        self.ignore_eos = as_bool(self.options.pop("ignore_eos", False), "ignore_eos")
         self.gpus = self._gpu_list()
         self.on_cpu = vllm_device(bool(self.gpus)) == "cpu"
         kv = self.options.pop("kv_cache_gb", None)
@@ -243,6 +245,11 @@ class VLLMServerEngine(ManagedEngine):
     # --- server -----------------------------------------------------------------------------
     def prepare(self) -> None:
         self.model_source = check_model_source(self.model_id)
+        exe = vllm_executable()
+        if not (shutil.which(exe) or Path(exe).is_file()):
+            where = f"LAB_VLLM={exe} does not exist" if os.environ.get("LAB_VLLM") else "no `vllm` on PATH and LAB_VLLM is not set"
+            raise EngineLoadError(f"cannot start '{exe}' for {self.name}: vLLM is not installed here ({where}); "
+                                  f"{self.MISSING_HINT}")
         if self.lora:
             folder = local_adapter(self.lora)
             self.adapter = (self.lora_name, folder, adapter_rank(folder))
@@ -260,7 +267,8 @@ class VLLMServerEngine(ManagedEngine):
         return env
 
     def client_options(self) -> dict[str, str]:
-        return {"api_key": self.api_key} if self.api_key else {}
+        options = {"api_key": self.api_key} if self.api_key else {}
+        return {**options, "ignore_eos": "true"} if self.ignore_eos else options
 
     def server_argv(self, port: int) -> list[str]:
         return vllm_serve_argv(vllm_executable(), self.model_source, port, self.settings, served_name=self.served_name,

@@ -3,13 +3,25 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable
+from typing import Iterable, Protocol, Sequence
 
-from lab.data.step import Step
 from lab.scoring.equiv.config import load_config
 from lab.scoring.equiv.registry import EquivContext
 
 SCREEN_ROLES = ("user", "tool")
+
+
+class StepLike(Protocol):
+    """What the cwd reader needs of a replay step (lab.data.step.Step, a layer above the scorer)."""
+
+    @property
+    def messages(self) -> Sequence[dict]: ...
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
 
 
 @lru_cache(maxsize=8)
@@ -52,7 +64,7 @@ def context_from_screens(screens: Iterable[str]) -> EquivContext:
     return EquivContext()
 
 
-def step_context(step: Step) -> EquivContext:
+def step_context(step: StepLike) -> EquivContext:
     """The equiv context of a step: the prompt of its last user/tool message showing one."""
     screens = [m["content"] for m in step.messages
                if isinstance(m, dict) and m.get("role") in SCREEN_ROLES and isinstance(m.get("content"), str)]
@@ -61,6 +73,6 @@ def step_context(step: Step) -> EquivContext:
     return context_from_screens(screens)
 
 
-def replay_contexts(steps: Iterable[Step]) -> dict[str, EquivContext]:
+def replay_contexts(steps: Iterable[StepLike]) -> dict[str, EquivContext]:
     """Step key -> its equiv context, for every step of a replay."""
     return {s.key: step_context(s) for s in steps}

@@ -7,7 +7,7 @@ from typing import Sequence
 from lab.scoring.equiv import rules_cd, rules_shell, rules_text  # noqa: F401  (registers the rules)
 from lab.scoring.equiv.config import EquivConfig, load_config
 from lab.scoring.equiv.heredoc import literal_flags
-from lab.scoring.equiv.registry import RULES, EquivContext, EquivUnit
+from lab.scoring.equiv.registry import RULES, EquivContext, EquivUnit, connector_of
 
 UNIT_CACHE = 1 << 17
 LIST_CACHE = 1 << 12
@@ -38,11 +38,12 @@ class Pipeline:
         key = (for_metrics, stage, text)
         out = self._cache.get(key)
         if out is None:
-            texts = [text]
+            prefix = connector_of(text)
+            texts = [text[len(prefix):]]
             for rule in rules:
                 params = self.config.params_of(rule.name)
                 texts = [t for x in texts for t in (rule.fn(x, params) or [x])]
-            out = tuple(texts)
+            out = tuple(prefix + t if i == 0 else t for i, t in enumerate(texts))
             if len(self._cache) >= UNIT_CACHE:
                 self._cache.clear()
             self._cache[key] = out

@@ -20,6 +20,14 @@ class EquivUnit:
         return EquivUnit(self.origin, text, self.literal)
 
 
+CONNECTORS = ("&& ",)  # a piece of a split chain that runs only if the one before it succeeded
+
+
+def connector_of(text: str) -> str:
+    """The connector prefix a split piece carries (`&& ls` -> `&& `), else ''."""
+    return next((c for c in CONNECTORS if text.startswith(c)), "")
+
+
 @dataclass
 class EquivContext:
     """What sequence rules may read and update: the working directory and the user's home."""

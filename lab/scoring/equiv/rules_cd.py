@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 
-from lab.scoring.equiv.registry import EquivContext, EquivUnit, Params, sequence_rule
+from lab.scoring.equiv.registry import EquivContext, EquivUnit, Params, connector_of, sequence_rule
 from lab.scoring.equiv.shell import parse_unit, plain_words, simple_command, source_of
 
 
 DIR_CHANGERS = ("cd", "pushd", "popd")
+HOME_RX = re.compile(r'cd\s+(?P<q>"?)\$(?:HOME|\{HOME\})(?P<rest>/[A-Za-z0-9@%+=:,./_-]*)?(?P=q)\s*$')
 
 
 def changes_dir(text: str) -> bool:
@@ -24,6 +26,9 @@ def cd_target(text: str) -> tuple[bool, str | None]:
     """
     if not text.startswith("cd"):  # spare the parser
         return False, None
+    home = HOME_RX.match(text)
+    if home:  # `cd $HOME/x` is `cd ~/x`: tilde expansion reads $HOME too
+        return True, "~" + (home.group("rest") or "")
     words = plain_words(text)
     if words is not None:  # no shell grammar in it
         return (True, words[1] if len(words) == 2 else None) if words[0] == "cd" and len(words) <= 2 else (False, None)
@@ -60,16 +65,21 @@ def cd(units: list[EquivUnit], context: EquivContext, params: Params) -> list[Eq
     out: list[EquivUnit] = []
     cwd = context.cwd
     for unit in units:
-        is_cd, target = (False, None) if unit.literal else cd_target(unit.text)
+        prefix = "" if unit.literal else connector_of(unit.text)
+        text = unit.text[len(prefix):]
+        is_cd, target = (False, None) if unit.literal else cd_target(text)
         if not is_cd:
-            if not unit.literal and changes_dir(unit.text):
+            if not unit.literal and changes_dir(text):
                 cwd = None  # `cd $DIR`, `pushd x`: from here on the directory is unknown
             out.append(unit)
             continue
         resolved = resolve_dir(target, cwd, context.home)
         if resolved is not None and target != "-":
-            out.append(unit.with_text("cd " + shlex.quote(resolved)))
+            out.append(unit.with_text(prefix + "cd " + shlex.quote(resolved)))
+        elif target is not None and target.startswith("~") and target != text[3:].strip():
+            out.append(unit.with_text(prefix + "cd " + target))  # `cd $HOME/x` -> `cd ~/x`
         else:
             out.append(unit)
-        cwd = resolved
+        # after `a && cd x` the directory depends on whether `a` succeeded
+        cwd = None if prefix else resolved
     return out

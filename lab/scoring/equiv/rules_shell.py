@@ -20,8 +20,10 @@ from lab.scoring.equiv.shell import (
 
 @unit_rule("split_chains")
 def split_chains(text: str, params: Params) -> list[str]:
-    """`a && b` and `a; b` become the units `a` and `b` (kept whole if any other operator is used)."""
-    allowed = set(params.get("operators", ("&&", ";")))
+    """`a; b` becomes the units `a` and `b`; `a && b` becomes `a` and `&& b`, so the connector's
+    meaning survives the re-cut (`b` runs only if `a` succeeded: not the same as `a; b`). A unit
+    using any other operator (`||`, `|`, `&`) is kept whole."""
+    allowed = set(params.get("operators", (";",))) | set(params.get("conditional", ("&&",)))
     if not any(op in text for op in allowed):  # nothing to split: spare the parser
         return [text]
     tokens = plain_tokens(text)
@@ -33,8 +35,21 @@ def split_chains(text: str, params: Params) -> list[str]:
     operators = [p for p in node.parts if p.kind == "operator"]
     if not operators or any(op.op not in allowed for op in operators):
         return [text]
-    pieces = [source_of(text, p).strip() for p in node.parts if p.kind != "operator"]
-    return [p for p in pieces if p] or [text]
+    pieces: list[str] = []
+    connector = ""
+    for part in node.parts:
+        if part.kind == "operator":
+            connector = CONNECTED.get(part.op, "")
+            continue
+        piece = source_of(text, part).strip()
+        if piece:
+            pieces.append(connector + piece)
+        connector = ""
+    return pieces or [text]
+
+
+# operators whose right-hand side depends on the left one: kept as a prefix of the piece after it
+CONNECTED = {"&&": "&& "}
 
 
 def _split_tokens(tokens: list[str], allowed: set[str]) -> list[str] | None:
@@ -44,9 +59,11 @@ def _split_tokens(tokens: list[str], allowed: set[str]) -> list[str] | None:
         if not is_operator(token):
             pieces[-1].append(token)
         elif token in allowed:
-            pieces.append([])
+            pieces.append([token] if token in CONNECTED else [])
         else:
             return None
+    if any(p == [op] for p in pieces for op in CONNECTED):  # `a && && b`: not a shell list
+        return None
     return [" ".join(p) for p in pieces if p] or None
 
 
@@ -82,49 +99,117 @@ def quoting(text: str, params: Params) -> list[str]:
     return [replace_spans(text, spans)] if spans else [text]
 
 
-def _short_flags(word: str) -> str | None:
-    """The letters of a short-flag word (`-la` -> `la`), None for anything else (`--all`, `-`, `-5`)."""
+def _option_letters(word: str, extra: str) -> str | None:
+    """The letters of a short-option word (`-la` -> `la`, `-n5` -> `n5`), None for anything
+    else (`--all`, `-`, `-5` unless 5 is one of the command's `digit_flags`)."""
     if len(word) < 2 or word[0] != "-" or word[1] == "-":
         return None
-    letters = word[1:]
-    return letters if letters.isascii() and letters.isalpha() else None
+    first = word[1]
+    return word[1:] if word[1:].isascii() and (first.isalpha() or first in extra) else None
 
 
-def bundle_flags(words: list[str], value_flags: str) -> list[str] | None:
+def _getopt_word(letters: str, value_flags: str, digits: str) -> bool:
+    """Whether every letter before the first value letter is a flag letter (alpha or a digit flag)."""
+    for c in letters:
+        if c in value_flags:
+            return True
+        if not (c.isalpha() or c in digits):
+            return False
+    return True
+
+
+def _group_key(groups: list[str]) -> dict[str, str]:
+    """Letter -> the name of its conflict group (its letters, as written in the rules file)."""
+    return {c: g for g in groups for c in g}
+
+
+def bundle_flags(words: list[str], spec: Mapping[str, object]) -> list[str] | None:
     """`cmd -l x -a` -> `cmd -al x`: boolean short flags bundled, sorted and put first.
 
-    A word whose letters include a value flag keeps its place with its argument, unless the value
-    flag is its last letter (`-xzvf f` -> `-vxz -f f`). Words after `--` are never flags. None when
-    there is nothing to do.
+    Each word is read as getopt reads it: letters until one that takes a value (`value_flags`),
+    whose value is the rest of the word or the next word (`-n5` = `-n 5`); a value option keeps its
+    place, written `-n 5`. Letters of one conflict group (`conflicts`: the last one wins, as in
+    `rm -fi`) keep their order among themselves; if such a letter meets a long option or a value
+    option of its group, nothing moves. Words after `--` are never flags. None when nothing to do.
     """
+    value_flags = str(spec.get("value_flags", ""))
+    digits = str(spec.get("digit_flags", ""))
+    groups = _group_key([str(g) for g in spec.get("conflicts") or ()])
     flags: list[str] = []
     rest: list[str] = []
+    options_left: list[str] = []  # long options and value letters that stay in place
+    changed = False
     i, n = 1, len(words)
     while i < n:
         word = words[i]
         if word == "--":
             rest += words[i:]
             break
-        letters = _short_flags(word)
-        if letters is None:
+        letters = _option_letters(word, digits)
+        if letters is None or not _getopt_word(letters, value_flags, digits):
+            if word.startswith("--"):
+                options_left.append(word)
             rest.append(word)
-        elif not any(c in value_flags for c in letters):
-            flags += letters
-        elif letters[-1] in value_flags and not any(c in value_flags for c in letters[:-1]):
-            flags += letters[:-1]
-            rest.append("-" + letters[-1])
-            if i + 1 < n:
-                rest.append(words[i + 1])
-                i += 1
-        else:  # a value flag inside a bundle: leave this word and its argument as they are
-            rest.append(word)
-            if i + 1 < n:
-                rest.append(words[i + 1])
-                i += 1
+            i += 1
+            continue
+        for j, c in enumerate(letters):
+            if c in value_flags:
+                value = letters[j + 1:]
+                if value:
+                    changed = True
+                elif i + 1 < n:
+                    value = words[i + 1]
+                    i += 1
+                else:
+                    return None
+                rest += ["-" + c, value]
+                options_left.append(c)
+                break
+            flags.append(c)
         i += 1
-    if not flags:
+    if not flags and not changed:
         return None
-    return [words[0], "-" + "".join(sorted(flags)), *rest]
+    group_of = [groups[c] for c in flags if c in groups]
+    clash = any(o.startswith("--") or groups.get(o) in group_of for o in options_left)
+    if clash and group_of:
+        return None
+    seen: dict[str, int] = {}
+    keys = []
+    for c in flags:
+        group = groups.get(c)
+        if group is None:
+            keys.append((c, 0, c))
+        else:
+            seen[group] = seen.get(group, 0) + 1
+            keys.append((group, seen[group], c))
+    bundle = "-" + "".join(k[2] for k in sorted(keys)) if flags else None
+    return [words[0], *([bundle] if bundle else []), *rest]
+
+
+def old_style(words: list[str], spec: Mapping[str, object]) -> list[str]:
+    """`tar xzf a.tgz` -> `tar -xzf a.tgz` (an old-style first word of letters), only when that
+    reads the same: at most one value letter, and it is the last letter."""
+    if not spec.get("old_style") or len(words) < 2 or not words[1].isalpha() or not words[1].isascii():
+        return words
+    value_flags = str(spec.get("value_flags", ""))
+    taking = [c for c in words[1] if c in value_flags]
+    if len(taking) > 1 or (taking and words[1][-1] != taking[0]):
+        return words
+    return [words[0], "-" + words[1], *words[2:]]
+
+
+def _canonical(words: list[str], spec: Mapping[str, object]) -> list[str] | None:
+    """A listed command's words with old-style letters made options and flags bundled; None if unchanged."""
+    modern = old_style(words, spec)
+    bundled = bundle_flags(modern, spec)
+    if bundled is None:
+        return modern if modern != words else None
+    return bundled
+
+
+def _may_run_old_style(text: str, table: Mapping[str, object]) -> bool:
+    """Some word of the unit names a listed command that takes old-style letters (`tar xzf`)."""
+    return any((table.get(w.lstrip("|;&(")) or {}).get("old_style") for w in text.split())
 
 
 def _may_run_listed(text: str, table: Mapping[str, object]) -> bool:
@@ -142,8 +227,7 @@ def _bundle_plain(tokens: list[str], table: Mapping[str, object]) -> str | None:
             segment.append(token)
             continue
         spec = table.get(segment[0]) if segment else None
-        bundled = None if spec is None and not (segment and segment[0] in table) else bundle_flags(
-            segment, str((spec or {}).get("value_flags", "")))
+        bundled = None if not (segment and segment[0] in table) else _canonical(segment, spec or {})
         changed |= bundled is not None
         out += (bundled if bundled is not None else segment) + ([token] if token else [])
         segment = []
@@ -154,7 +238,7 @@ def _bundle_plain(tokens: list[str], table: Mapping[str, object]) -> str | None:
 def flags(text: str, params: Params) -> list[str]:
     """Short flags of listed commands in one sorted bundle: `ls -la` = `ls -al` = `ls -l -a`."""
     table = params.get("commands") or {}
-    if "-" not in text or not _may_run_listed(text, table):  # spare the parser
+    if not _may_run_listed(text, table) or ("-" not in text and not _may_run_old_style(text, table)):
         return [text]
     tokens = plain_tokens(text)
     if tokens is not None:  # operators are its only grammar: bundle each command between them
@@ -174,8 +258,7 @@ def flags(text: str, params: Params) -> list[str]:
         bare = frozenset(load_config().params_of("quoting").get("bare_chars", ""))
         sources = [source_of(text, w) if source_of(text, w) == w.word else canonical_word(w.word, bare)
                    for w in command.parts]
-        spec = table[name] or {}
-        bundled = bundle_flags(sources, str(spec.get("value_flags", "")))
+        bundled = _canonical(sources, table[name] or {})
         if bundled is not None:
             spans.append((command.pos[0], command.pos[1], " ".join(bundled)))
     return [replace_spans(text, spans)] if spans else [text]

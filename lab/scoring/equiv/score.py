@@ -2,7 +2,7 @@
 published score), and per unit pair whether the two are equivalent but not equal."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from lab.scoring.equiv.config import EquivConfig
@@ -22,12 +22,14 @@ class EquivMetrics:
     The equiv triple is the better (by F1) of the harness's and the normalised one: spelling can
     only be forgiven, and a lower normalised F1 comes from re-cutting units (a chain split into
     several changes the means), not from spelling. So equiv_f1 >= F1 on every step.
+    `normalised_f1` is informative only (equiv_batch does not rescore a step the harness already
+    scores 1.0, and gives it 1.0): it takes no part in comparisons.
     """
 
     precision: float
     recall: float
     f1: float
-    normalised_f1: float
+    normalised_f1: float = field(compare=False)
 
     def to_dict(self) -> dict[str, float]:
         return {"equiv_precision": self.precision, "equiv_recall": self.recall, "equiv_f1": self.f1}
@@ -39,6 +41,11 @@ def better_of(harness: StepMetrics, normalised: StepMetrics) -> EquivMetrics:
     return EquivMetrics(best.precision, best.recall, best.f1, normalised.f1)
 
 
+FULL_MATCH = StepMetrics(1.0, 1.0, 1.0, 1.0)
+SCORED_CACHE = 1 << 18  # (scorer, config, pred, ref, cwd, home) -> the normalised metrics
+_scored: dict[tuple, StepMetrics | None] = {}
+
+
 def equiv_batch(
     rows: Iterable[tuple[Sequence[str], Sequence[str], EquivContext | None]],
     harness: Sequence[StepMetrics | None] | None = None,
@@ -48,7 +55,9 @@ def equiv_batch(
     """equiv metrics of many (pred_units, ref_units, context) steps.
 
     `harness`: the steps' published metrics where known (stored ones); the others are computed.
-    The normalised units are scored with the harness's own `score_batch`.
+    The normalised units are scored with the harness's own `score_batch`, once per distinct
+    (pred, ref, cwd, home) across calls: runs of one replay share most references and many
+    predictions. A step the harness already scores F1 = 1 needs no rules (equiv can only forgive).
     """
     pipeline = get_pipeline(config)
     rows = list(rows)
@@ -56,16 +65,31 @@ def equiv_batch(
     missing = [i for i, h in enumerate(base) if h is None]
     for i, metrics in zip(missing, score_batch([(list(rows[i][0]), list(rows[i][1])) for i in missing], scorer)):
         base[i] = metrics
-    norm_pairs = [
-        ([u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)])
-        for p, r, ctx in rows
-    ]
-    # a step whose units no rule changed scores what the harness gave it: rescore only the others
-    changed = [i for i, ((np_, nr), (p, r, _)) in enumerate(zip(norm_pairs, rows)) if np_ != list(p) or nr != list(r)]
-    normalised = list(base)
-    for i, metrics in zip(changed, score_batch([norm_pairs[i] for i in changed], scorer)):
-        normalised[i] = metrics
-    return [better_of(h, n) for h, n in zip(base, normalised)]
+    if len(_scored) >= SCORED_CACHE:
+        _scored.clear()
+    keys: list[tuple | None] = []
+    todo: dict[tuple, tuple[list[str], list[str]]] = {}
+    for (p, r, ctx), h in zip(rows, base):
+        if h.f1 >= 1.0:
+            keys.append(None)
+            continue
+        key = (scorer, pipeline.config, tuple(p), tuple(r), ctx.cwd if ctx else None, ctx.home if ctx else None)
+        keys.append(key)
+        if key in _scored or key in todo:
+            continue
+        norm = ([u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)])
+        if norm == (list(p), list(r)):  # no rule changed it: it scores what the harness gave it
+            _scored[key] = None
+        elif norm[0] and norm[0] == norm[1]:  # the same units after the rules: a full match
+            _scored[key] = FULL_MATCH
+        else:
+            todo[key] = norm
+    _scored.update(zip(todo, score_batch(list(todo.values()), scorer)))
+    out = []
+    for key, h in zip(keys, base):
+        normalised = _scored.get(key) if key is not None else None
+        out.append(better_of(h, normalised if normalised is not None else h))
+    return out
 
 
 def pair_kind(pred_unit: str, ref_unit: str, pred_pieces: Sequence[str], ref_pieces: Sequence[str]) -> str | None:

@@ -14,12 +14,14 @@ import hashlib
 import json
 import os
 import threading
+import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.data.published_catalogue import Entry, Run, load_catalogue, runs_of, series_names
+from lab.published.catalogue import ASSETS, Entry, Run, load_catalogue, runs_of, series_names
 from lab.errors import LabError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
@@ -27,6 +29,22 @@ MAX_IN_FLIGHT = 4
 ATTEMPTS = 3
 PUBLISHED_FOLDER = "published"  # under the results folder
 ProgressFn = Callable[[int, int | None], None]
+LIMITS_PATH = ASSETS / "fetch.yaml"
+# The checks a cached file passed (see _verify); a file cached under older checks is checked again
+# before it is imported (a 0-step or malformed file fetched by an older lab is refused then).
+CHECKS_VERSION = 2
+LIMITS_ENV = "LAB_PUBLISHED_FETCH_LIMITS"
+
+
+def fetch_limits() -> dict:
+    """The fetch limits (assets/published/fetch.yaml, or the file LAB_PUBLISHED_FETCH_LIMITS names)."""
+    import yaml
+
+    path = Path(os.environ.get(LIMITS_ENV) or LIMITS_PATH)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise LabError(f"{LIMITS_ENV}={path}: cannot read the fetch limits ({type(exc).__name__})") from None
 
 
 def base_url() -> str:
@@ -81,7 +99,7 @@ class Cache:
 
 def file_facts(content: bytes, data: dict) -> dict:
     """size, sha256, model, score, steps and scoring version of one downloaded result file."""
-    from lab.runs.resultfile import scoring_version
+    from lab.resultfiles.resultfile import scoring_version
 
     aggregate = data.get("aggregate") if isinstance(data.get("aggregate"), dict) else {}
     f1 = aggregate.get("avg_command_f1")
@@ -93,6 +111,7 @@ def file_facts(content: bytes, data: dict) -> dict:
         "score": round(100 * float(f1), 2) if isinstance(f1, (int, float)) else None,
         "steps": int(aggregate.get("steps") or len(per_step)),
         "scoring_version": scoring_version(data) if per_step else None,
+        "checks": CHECKS_VERSION,
     }
 
 
@@ -134,49 +153,147 @@ def _verify(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
     if expected_sha and sha != expected_sha:
         raise LabError(f"{entry.path}: sha256 {sha[:12]}… does not match the expected {expected_sha[:12]}…; "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL, then fetch again)")
+    from lab.resultfiles.resultfile import parse_result_bytes
+
     try:
         data = json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise LabError(f"{entry.path}: the server did not send JSON ({type(exc).__name__}: {exc}); "
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:120]}"
+        raise LabError(f"{entry.path}: the server did not send JSON ({why}); "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL)") from None
     if not isinstance(data, dict) or not isinstance(data.get("per_step"), list):
         raise LabError(f"{entry.path}: not a result file (no per_step list); the download was discarded")
+    parse_result_bytes(content, entry.path)  # every field the lab reads: types, finite numbers
+    if not data["per_step"]:
+        raise LabError(f"{entry.path}: a run with no steps (per_step is empty); the download was discarded")
+    low, high = fetch_limits()["score_range"]
+    f1 = (data.get("aggregate") or {}).get("avg_command_f1")
+    if f1 is not None and not low <= f1 <= high:
+        raise LabError(f"{entry.path}: field 'aggregate.avg_command_f1' is {f1!r}, outside {low}..{high}; "
+                       "the download was discarded")
     return file_facts(content, data)
 
 
-def _download(client, entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
-              attempts: int) -> None:
+class _Decoder:
+    """Bytes of a response as sent (`iter_raw`), decoded here so that no chunk can grow past `room`
+    bytes (a gzip bomb is cut at the cap, not after it is in memory)."""
+
+    def __init__(self, encoding: str, allowed: list[str], name: str) -> None:
+        self.name = name
+        encoding = encoding.strip().lower()
+        if encoding in ("", "identity"):
+            self._z = None
+        elif encoding in allowed:
+            self._z = zlib.decompressobj(47 if "gzip" in encoding else 15)
+        else:
+            raise LabError(f"{name}: the server sent content encoding '{encoding[:40]}', which the lab does not read")
+
+    def feed(self, raw: bytes, room: int) -> bytes:
+        if self._z is None:
+            return raw
+        try:
+            out = self._z.decompress(raw, room + 1)
+        except zlib.error as exc:
+            raise LabError(f"{self.name}: the server's gzip/deflate body does not decode ({exc})") from None
+        return out
+
+
+def _next_url(entry: Entry, url: str, resp, base: str, hops: int, limit: int) -> str:
+    """Where a redirect points, when it may be followed: the configured base only, `limit` hops at most."""
+    from urllib.parse import urljoin, urlsplit
+
+    if hops >= limit:
+        raise LabError(f"{entry.path}: more than {limit} redirects (a redirect loop?); nothing was kept")
+    target = urljoin(url, resp.headers.get("location", ""))
+    want, got = urlsplit(base), urlsplit(target)
+    if (got.scheme, got.hostname, got.port) != (want.scheme, want.hostname, want.port):
+        raise LabError(f"{entry.path}: the server redirects to {got.scheme}://{got.netloc}, which is not the "
+                       "configured LAB_PUBLISHED_BASE_URL; not followed")
+    return target
+
+
+class _Watchdog:
+    """Shuts a file's connection down at its deadline, whatever phase it is in (a server that drips
+    its headers a byte at a time never trips a per-read timeout). httpcore's trace hook hands over
+    the socket when the connection opens."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def trace(self, name: str, info: dict) -> None:
+        if name == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            sock = info["return_value"].get_extra_info("socket")
+            if sock is not None:
+                self.cancel()
+                self._timer = threading.Timer(max(self.deadline - time.monotonic(), 0.0), self._fire, (sock,))
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _fire(self, sock) -> None:
+        import socket
+
+        self.fired = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
+              attempts: int, read_timeout: float) -> None:
+    """One file, on its own connection (so that its deadline closes nothing else)."""
     import httpx
 
+    limits = fetch_limits()
+    deadline = time.monotonic() + float(limits["file_deadline_s"])
+    late = LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s (the per-file deadline); "
+                    "the download was discarded")
+    cap = cache.known(entry).get("size") or entry.size or int(limits["max_file_bytes"])
     target = cache.file(entry)
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
-    url = url_of(entry, base)
     last: Exception | None = None
-    for _ in range(max(attempts, 1)):
-        have = part.stat().st_size if part.exists() else 0
-        headers = {"Range": f"bytes={have}-"} if have else {}
+    dog = _Watchdog(deadline)
+    with httpx.Client(timeout=read_timeout, follow_redirects=False) as client:
         try:
-            with client.stream("GET", url, headers=headers) as resp:
-                if resp.status_code == 416 and have:  # the part file is already complete
+            for _ in range(max(attempts, 1)):
+                have = part.stat().st_size if part.exists() else 0
+                headers = {"Range": f"bytes={have}-"} if have else {}
+                headers["Accept-Encoding"] = ", ".join(["identity", *limits["encodings"]])
+                url, hops = url_of(entry, base), 0
+                try:
+                    while True:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise late
+                        wait = httpx.Timeout(min(read_timeout, left))
+                        with client.stream("GET", url, headers=headers, timeout=wait,
+                                           extensions={"trace": dog.trace}) as resp:
+                            if resp.is_redirect:
+                                url = _next_url(entry, url, resp, base, hops, int(limits["max_redirects"]))
+                                hops += 1
+                                continue
+                            _receive(entry, resp, part, have, cap, deadline, limits, progress, report, url)
+                            break
+                    last = None
                     break
-                if resp.status_code not in (200, 206):
-                    raise LabError(f"{entry.path}: HTTP {resp.status_code} from {url}")
-                mode = "ab" if resp.status_code == 206 and have else "wb"
-                if have and resp.status_code == 206 and entry.path not in report.resumed:
-                    report.resumed.append(entry.path)
-                if mode == "wb" and have:
-                    progress.add(-have)
-                with open(part, mode) as out:
-                    for chunk in resp.iter_bytes():  # as received: a cut leaves every byte read
-                        out.write(chunk)
-                        progress.add(len(chunk))
-            last = None
-            break
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            last = exc
+                except (httpx.TransportError, httpx.DecodingError) as exc:
+                    last = exc
+                    if dog.fired or time.monotonic() >= deadline:
+                        raise late from None
+        except LabError:
+            part.unlink(missing_ok=True)
+            raise
+        finally:
+            dog.cancel()
     if last is not None:
-        raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {last}); "
+        raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
     content = part.read_bytes()
     try:
@@ -189,6 +306,36 @@ def _download(client, entry: Entry, cache: Cache, base: str, progress: _Progress
     report.downloaded.append(entry.path)
 
 
+def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: float, limits: dict,
+             progress: _Progress, report: FetchReport, url: str) -> None:
+    """Write one response's decoded body into `part`, within the size cap and the file's deadline."""
+    if resp.status_code == 416 and have:  # the part file is already complete
+        return
+    if resp.status_code not in (200, 206):
+        raise LabError(f"{entry.path}: HTTP {resp.status_code} from {url}")
+    encoding = resp.headers.get("content-encoding", "")
+    resume = resp.status_code == 206 and have and not encoding.strip()
+    if resume and entry.path not in report.resumed:
+        report.resumed.append(entry.path)
+    if not resume and have:
+        progress.add(-have)
+        have = 0
+    decoder = _Decoder(encoding, [str(e) for e in limits["encodings"]], entry.path)
+    written = have
+    with open(part, "ab" if resume else "wb") as out:
+        for raw in resp.iter_raw():  # as received: a cut leaves every byte read
+            chunk = decoder.feed(raw, cap - written)
+            written += len(chunk)
+            if written > cap:
+                raise LabError(f"{entry.path}: larger than {cap} bytes once decoded (the size the catalogue "
+                               "knows, or max_file_bytes); the download was discarded")
+            out.write(chunk)
+            progress.add(len(chunk))
+            if time.monotonic() > deadline:
+                raise LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s "
+                               "(the per-file deadline); the download was discarded")
+
+
 def fetch_entries(
     entries: Iterable[Entry],
     cache_dir: str | Path,
@@ -197,11 +344,9 @@ def fetch_entries(
     progress: bool = True,
     on_progress: ProgressFn | None = None,
     attempts: int = ATTEMPTS,
-    timeout: float = 60.0,
+    timeout: float | None = None,
 ) -> FetchReport:
     """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched."""
-    import httpx
-
     cache, report, base = Cache(cache_dir), FetchReport(), base or base_url()
     todo = []
     for entry in dict.fromkeys(entries):
@@ -210,13 +355,15 @@ def fetch_entries(
             content = path.read_bytes()
             known = cache.known(entry)
             if known.get("sha256") and known["sha256"] == hashlib.sha256(content).hexdigest() \
-                    and (not entry.sha256 or entry.sha256 == known["sha256"]):
+                    and (not entry.sha256 or entry.sha256 == known["sha256"]) \
+                    and known.get("checks") == CHECKS_VERSION:
                 report.cached.append(entry.path)  # checked when it was fetched; unchanged since
                 continue
             try:
                 facts = _verify(entry, content, cache.expected_sha(entry))
             except LabError as exc:
                 path.unlink()  # a corrupt cached file is fetched again
+                cache.record(entry, {})  # and what the index knew of it (its size) is not trusted
                 report.failed.append((entry.path, f"cached copy discarded: {exc}"))
                 todo.append(entry)
                 continue
@@ -230,9 +377,9 @@ def fetch_entries(
     sizes = [cache.known(e).get("size") or e.size for e in todo]
     bar = _Progress(None if None in sizes else sum(sizes), progress, on_progress)
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
-                ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
-            futures = {pool.submit(_download, client, e, cache, base, bar, report, attempts): e for e in todo}
+        read_timeout = timeout if timeout is not None else float(fetch_limits()["read_timeout_s"])
+        with ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
+            futures = {pool.submit(_download, e, cache, base, bar, report, attempts, read_timeout): e for e in todo}
             for future, entry in futures.items():
                 try:
                     future.result()
@@ -280,7 +427,7 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
 
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
-    from lab.runs.resultfile import scorer_for
+    from lab.resultfiles.resultfile import scorer_for
     from lab.scoring.aggregate import aggregate_scores
 
     seen, per_step = set(), []

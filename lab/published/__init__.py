@@ -1,0 +1,1 @@
+"""Published runs: the catalogue of public per-step result files, fetched, cached and imported into the store."""

@@ -1,0 +1,55 @@
+"""Open the DuckDB store: build it from the results folder when missing or outdated, else import what is new."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from lab.errors import LabError
+from lab.settings import Settings
+from lab.store import importer
+from lab.store.connection import Connector
+from lab.store.db import Store, schema_version
+from lab.store.equiv_columns import replay_equiv_contexts
+
+
+def _resolve(target: Settings | str | Path | None, results_dir: str | Path | None) -> tuple[Path, Path]:
+    if isinstance(target, Settings):
+        return Path(target.db_path), Path(results_dir or target.results_dir)
+    settings = Settings() if results_dir is None else Settings(results_dir=Path(results_dir))
+    db_path = Path(target) if target is not None else Path(settings.db_path)
+    return db_path, Path(settings.results_dir)
+
+
+def open_store(
+    target: Settings | str | Path | None = None,
+    results_dir: str | Path | None = None,
+    *,
+    sync: bool = True,
+) -> Store:
+    """Open (or create) the DuckDB file.
+
+    A missing file, or one whose schema_version is older than schema.sql's, is (re)built from
+    `results_dir`: the leaderboard CSVs and every result JSON below it. With `sync`, result files
+    added to `results_dir` since the last open are imported too (unchanged ones are skipped).
+    """
+    db_path, res_dir = _resolve(target, results_dir)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(Connector(db_path), db_path, res_dir)
+    try:
+        store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
+        with store.hold():
+            version = store.stored_version()
+            if version is None or version != schema_version():
+                store.import_problems = importer.rebuild(store, res_dir).failed
+            else:
+                store.run_registered_ddl()
+                if sync and res_dir.is_dir():
+                    store.import_problems = importer.import_path(store, res_dir).failed
+    except duckdb.Error as exc:
+        store.close()
+        raise LabError(f"cannot open the results database {db_path.name}: {exc}") from None
+    except BaseException:
+        store.close()
+        raise
+    return store
