@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                            args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD,
                            [j.lengths for j in mine])
             path = out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
-            from lab.runs.resultfile import write_result_file
+            from lab.resultfiles.resultfile import write_result_file
 
             write_result_file(path, merged)
             agg = merged["aggregate"]

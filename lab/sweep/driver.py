@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
-from lab.runs.resultfile import write_result_file
+from lab.resultfiles.resultfile import write_result_file
 from lab.sweep.worker import EngineWorker
 
 MAX_REPLACEMENTS = 3
