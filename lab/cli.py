@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rescore": ("lab.runs.rescore", "recompute per-step metrics and the aggregate of a result file"),
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
+    "sweep": ("lab.sweep.cli", "replay many engines or shards of one on a Ray cluster (--ray ADDRESS | local)"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
 }

@@ -1,0 +1,30 @@
+"""Per-engine replay options of a sweep, shipped to workers as plain data."""
+from __future__ import annotations
+
+import argparse
+
+from lab.engines.base import Sampling
+
+SAMPLING_ARGS = ("max_tokens", "temperature", "top_p", "seed")
+
+
+def sampling_for(engine, options: dict) -> Sampling:
+    """The engine's default sampling with the sweep's overrides (as `replay` does)."""
+    from lab.runs.replay_cli import _sampling
+
+    return _sampling(engine, argparse.Namespace(**options["sampling"]))
+
+
+def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, fingerprint: str, source: str) -> dict:
+    """What a worker needs to build the ReplayConfig that `replay` would build."""
+    from lab.runs.replay_cli import step_selection
+
+    config = {
+        "eval_path": source, "scorer": args.scorer, "chunk_size": args.chunk_size,
+        "allow_raw_fallback": args.allow_raw_fallback, "max_model_len": args.max_model_len,
+        "run_name": run_name, "replay_fingerprint": fingerprint, "extra": extra,
+        "selection": step_selection(args.mode, args.tasks, args.limit), "samples": args.samples,
+    }
+    if args.pass_threshold is not None:
+        config["pass_threshold"] = args.pass_threshold
+    return {"config": config, "sampling": {k: getattr(args, k, None) for k in SAMPLING_ARGS}}

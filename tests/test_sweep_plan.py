@@ -1,0 +1,45 @@
+"""A sweep's plan without Ray: SPEC patterns expand, shards split evenly, GPU needs are read from the SPEC
+and an engine the cluster cannot hold is refused by name."""
+from __future__ import annotations
+
+import pytest
+
+from lab.errors import LabError
+from lab.sweep.placement import check_fits, needs
+from lab.sweep.shards import split
+from lab.sweep.specs import expand_specs
+
+NODES = [{"Alive": True, "Resources": {"GPU": 4}}, {"Alive": True, "Resources": {"GPU": 4}}]
+
+
+def test_spec_patterns_expand(tmp_path):
+    for step in (100, 200, 300):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    listed = tmp_path / "specs.txt"
+    listed.write_text("# a series\nreference\n\nvllm:/m/ckpt-{1..3}?name=c\n")
+    got = expand_specs([f"vllm:{tmp_path}/checkpoint-*?max_tokens=8", "vllm:/x/step-{100..500..200}", f"@{listed}"])
+    assert got == [f"vllm:{tmp_path}/checkpoint-{s}?max_tokens=8" for s in (100, 200, 300)] + \
+        ["vllm:/x/step-100", "vllm:/x/step-300", "vllm:/x/step-500", "reference"] + \
+        [f"vllm:/m/ckpt-{i}?name=c" for i in (1, 2, 3)]
+    with pytest.raises(LabError, match="matches nothing"):
+        expand_specs([f"stored:{tmp_path}/nothing-*.json"])
+
+
+def test_shards_split_evenly_and_cover_every_step():
+    pieces = split(8, 3)
+    assert [len(p) for p in pieces] == [3, 3, 2] and [i for p in pieces for i in p] == list(range(8))
+    assert len(split(2, 5)) == 2
+
+
+def test_gpu_needs_and_refusals():
+    assert needs("reference") == {"num_cpus": 1, "num_gpus": 0}
+    assert needs("vllm:/m?tensor_parallel_size=2&pipeline_parallel_size=2")["num_gpus"] == 4
+    check_fits("vllm:/m?tensor_parallel_size=4", needs("vllm:/m?tensor_parallel_size=4"), NODES)
+    with pytest.raises(LabError, match="more than one node's 4.*distributed_executor_backend=ray"):
+        check_fits("vllm:/m?tensor_parallel_size=8", needs("vllm:/m?tensor_parallel_size=8"), NODES)
+    multi = "vllm:/m?tensor_parallel_size=8&distributed_executor_backend=ray"
+    assert needs(multi)["num_gpus"] == 0  # vLLM's Ray backend places its own workers
+    check_fits(multi, needs(multi), NODES)
+    too_big = "vllm:/m?tensor_parallel_size=16&distributed_executor_backend=ray"
+    with pytest.raises(LabError, match="needs 16 GPUs.*has 8"):
+        check_fits(too_big, needs(too_big), NODES)
