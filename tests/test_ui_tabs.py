@@ -177,7 +177,10 @@ def test_leaderboard_scope_filter_sort(lab):
     assert len(first56) == 56 and set(first56["source"]) == {"published"}
     everything = leaderboard_frame(ctx, False)
     published = everything[everything["source"] == "published"]
-    assert len(published) == 116 and {"altered", "second"} <= set(everything["name"])
+    names = {str(n).split(" [partial ")[0] for n in everything["name"]}
+    assert len(published) == 116 and {"altered", "second"} <= names
+    runs = everything[everything["source"] == "run"]  # 14 excerpt steps of 303: marked, never bare
+    assert all("[partial " in n and c < 1 for n, c in zip(runs["name"], runs["coverage"])), runs[["name", "coverage"]]
     assert 'data-rows="56"' in count_html(first56, True)
 
     lfm = leaderboard_frame(ctx, False, "lfm")

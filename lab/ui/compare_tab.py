@@ -332,18 +332,23 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         return (gr.update(visible=False), gr.update(visible=False), *ups)
 
     inputs = [step, show_all, heat_engine]
-    task.input(on_task, [task, show_all, heat_engine], outputs, show_progress="hidden", api_visibility="private")
-    step.input(show, inputs, outputs, show_progress="hidden", api_name="show_step")
-    # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
-    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step", trigger_mode="multiple")
-    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step", trigger_mode="multiple")
-    show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
-    heat_engine.input(on_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
-    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
-    generate.click(
+    # A Generate still streaming must not paint its step over the one the user moved to: every move
+    # cancels it (its engines' answers still land in the cache and show when that step is opened again).
+    generating = generate.click(
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
         show_progress="minimal", api_name="generate",
     )
+    task.input(on_task, [task, show_all, heat_engine], outputs, show_progress="hidden", api_visibility="private",
+               cancels=[generating])
+    step.input(show, inputs, outputs, show_progress="hidden", api_name="show_step", cancels=[generating])
+    # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
+    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step", trigger_mode="multiple",
+               cancels=[generating])
+    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step", trigger_mode="multiple",
+              cancels=[generating])
+    show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    heat_engine.input(on_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
+    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
     whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
 
