@@ -31,7 +31,8 @@ def test_shards_split_evenly_and_cover_every_step():
     assert len(split(2, 5)) == 2
 
 
-def test_gpu_needs_and_refusals():
+def test_gpu_needs_and_refusals(monkeypatch):
+    monkeypatch.delenv("LAB_VLLM_DEVICE", raising=False)
     assert needs("reference") == {"num_cpus": 1, "num_gpus": 0}
     assert needs("vllm:/m?tensor_parallel_size=2&pipeline_parallel_size=2")["num_gpus"] == 4
     check_fits("vllm:/m?tensor_parallel_size=4", needs("vllm:/m?tensor_parallel_size=4"), NODES)
@@ -43,3 +44,13 @@ def test_gpu_needs_and_refusals():
     too_big = "vllm:/m?tensor_parallel_size=16&distributed_executor_backend=ray"
     with pytest.raises(LabError, match="needs 16 GPUs.*has 8"):
         check_fits(too_big, needs(too_big), NODES)
+
+
+def test_vllm_on_cpu_nodes_asks_for_a_cpu(monkeypatch):
+    monkeypatch.delenv("LAB_VLLM_DEVICE", raising=False)
+    cpu_only = [{"Alive": True, "Resources": {"CPU": 2.0}}]
+    with pytest.raises(LabError, match="has 0; to run vLLM's CPU backend on CPU nodes, set LAB_VLLM_DEVICE=cpu"):
+        check_fits("vllm:/m", needs("vllm:/m"), cpu_only)
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
+    assert needs("vllm:/m") == {"num_cpus": 1, "num_gpus": 0}
+    check_fits("vllm:/m", needs("vllm:/m"), cpu_only)

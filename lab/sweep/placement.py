@@ -1,5 +1,8 @@
-"""What a sweep engine asks Ray for: GPUs = tensor x pipeline parallel size of its preset, else one CPU."""
+"""What a sweep engine asks Ray for: GPUs = tensor x pipeline parallel size of its preset, else one CPU
+(also for vLLM when the sweep runs vLLM's CPU backend: LAB_VLLM_DEVICE=cpu or `device=cpu`)."""
 from __future__ import annotations
+
+import os
 
 from lab.errors import LabError
 
@@ -10,7 +13,8 @@ def needs(spec: str) -> dict:
 
     engine = create_engine(spec)
     settings = getattr(engine, "settings", None) or {}
-    if engine.kind != "vllm" or str(settings.get("device", "")).lower() == "cpu":
+    on_cpu = (os.environ.get("LAB_VLLM_DEVICE") or "").strip().lower() == "cpu"
+    if engine.kind != "vllm" or on_cpu or str(settings.get("device", "")).lower() == "cpu":
         return {"num_cpus": 1, "num_gpus": 0}
     gpus = int(settings.get("tensor_parallel_size") or 1) * int(settings.get("pipeline_parallel_size") or 1)
     if str((getattr(engine, "extra", None) or {}).get("distributed_executor_backend", "")).lower() == "ray":
@@ -27,7 +31,9 @@ def check_fits(spec: str, want: dict, nodes: list[dict]) -> None:
     per_node = max((n.get("Resources", {}).get("GPU", 0) for n in nodes if n.get("Alive")), default=0)
     total = sum(n.get("Resources", {}).get("GPU", 0) for n in nodes if n.get("Alive"))
     if gpus > total:
-        raise LabError(f"{spec}: needs {gpus} GPUs (tensor x pipeline parallel) but the Ray cluster has {int(total)}")
+        cpu_hint = "; to run vLLM's CPU backend on CPU nodes, set LAB_VLLM_DEVICE=cpu" if not total else ""
+        raise LabError(f"{spec}: needs {gpus} GPUs (tensor x pipeline parallel) but the Ray cluster has "
+                       f"{int(total)}{cpu_hint}")
     if gpus > per_node and not want.get("cluster_gpus"):
         raise LabError(f"{spec}: needs {gpus} GPUs, more than one node's {int(per_node)}; start it with "
                        "distributed_executor_backend=ray in its SPEC or preset (vLLM's multi-node mode, see README)")
