@@ -10,7 +10,7 @@ import time
 import pytest
 
 from lab.data import load_replay
-from lab.engines.base import Sampling
+from lab.engines.base import Request, Sampling
 from lab.engines.registry import create_engine
 from lab.runs.replay import ReplayConfig, replay
 from tests.helpers_servers import transformers_serve
@@ -54,3 +54,38 @@ def test_stop_cuts_in_flight_requests(tiny_model_dir, tmp_path):
             assert answer is not None and not answer.error
         finally:
             engine.close()
+
+
+def test_stop_cuts_an_in_process_generation(tiny_model_dir, tmp_path):
+    """The in-process transformers engine: Stop ends the batch being decoded at its next token; the
+    steps finished before stay, the cut ones are not answers, and the engine answers afterwards."""
+    steps = load_replay(str(EXCERPT)).steps[:4]
+    engine = create_engine(f"transformers:{tiny_model_dir}?device=cpu&batch_size=1&name=inproc")
+    engine.load()
+    try:
+        config = ReplayConfig(out_dir=tmp_path, eval_path=str(EXCERPT), run_name="inproc", chunk_size=len(steps),
+                              sampling=Sampling(max_tokens=1000), allow_raw_fallback=True)
+        stop = threading.Event()
+        stopped_at: list[float] = []
+
+        def progress(done: int, total: int, agg) -> None:
+            if done >= 1 and not stop.is_set():
+                stopped_at.append(time.perf_counter())
+                stop.set()
+
+        started = time.perf_counter()
+        with pytest.raises(InterruptedError):
+            replay(engine, steps, config, progress=progress, stop=stop)
+        ended = time.perf_counter()
+        assert stopped_at, "no step finished"
+        per_step = (stopped_at[0] - started)  # one whole answer: what an uncut step would still cost
+        assert ended - stopped_at[0] < 1.5, f"Stop took {ended - stopped_at[0]:.2f} s (a step takes {per_step:.1f} s)"
+        rows = [json.loads(line) for line in (tmp_path / "inproc.partial.jsonl").read_text().splitlines()[1:]]
+        kept = [r.get("row", r) for r in rows if isinstance(r, dict) and "task_id" in r.get("row", r)]
+        assert len(kept) == 1 and not kept[0].get("error")
+        assert kept[0]["completion_tokens"] == 1000 or kept[0]["finish_reason"] == "stop"  # the finished one is whole
+
+        [answer] = engine.generate([Request(step=steps[0], prompt="hello")], Sampling(max_tokens=4))
+        assert answer is not None and not answer.error and answer.completion_tokens == 4
+    finally:
+        engine.close()

@@ -11,6 +11,7 @@ the end of the step that produced its last kept token; tok/s follows from its ow
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
@@ -114,6 +115,7 @@ class TransformersEngine(EngineBase):
         self.max_model_len: int | None = self.asked_max_model_len
         self.context_source: str | None = "max_model_len option" if asked is not None else None
         self.model = None
+        self._cancel = threading.Event()  # set by cancel(): the batch being decoded stops at its next token
 
     def load(self) -> None:
         import torch
@@ -198,15 +200,19 @@ class TransformersEngine(EngineBase):
 
         (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
+        cancelled = self._cancel
+
         class StepClock(StoppingCriteria):
-            """Notes when each decoding step ends (called once per step, after its token exists)."""
+            """Notes when each decoding step ends (called once per step, after its token exists); ends
+            every sequence at once after cancel()."""
 
             def __init__(self) -> None:
                 self.times: list[float] = []
 
             def __call__(self, input_ids, scores, **kwargs):
                 self.times.append(time.perf_counter())
-                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+                stop = cancelled.is_set()
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
         enc = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
@@ -259,16 +265,26 @@ class TransformersEngine(EngineBase):
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
         with self._lock:
+            self._cancel.clear()
             todo = self.admit(requests, sampling, results, on_done)
             for begin in range(0, len(todo), self.batch_size):
+                if self._cancel.is_set():
+                    break  # the batches not begun are dropped like the one cut: None, never an answer
                 chunk = todo[begin:begin + self.batch_size]
                 try:
                     batch = self._generate_batch([requests[i].prompt for i in chunk], sampling)
                 except Exception as exc:  # noqa: BLE001 - one bad batch must not lose the others
                     batch = [Completion(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in chunk]
+                if self._cancel.is_set():
+                    break  # cut short by cancel(): not an answer, never recorded
                 for i, completion in zip(chunk, batch):
                     self.finish(i, completion, results, on_done)
         return results
+
+    def cancel(self) -> None:
+        """Stop the batch being decoded at its next token and drop it (and every batch not begun); the
+        answers already finished stay delivered. The next generate() runs as usual."""
+        self._cancel.set()
 
     def refusal(self, prompt: str, sampling: Sampling) -> str | None:
         """Why this prompt is refused (prompt + max_tokens past the model's context), or None."""
