@@ -1,5 +1,6 @@
 """Step switches in Compare, measured where the user is: Chromium (Playwright), 4 stored columns,
-from the key press (j) to the new step's columns painted (two animation frames after they change).
+from the key press (j) to the new step's columns painted, timed inside the page (keydown to the
+frame drawn after the new context and columns are in the DOM).
 
     python bench/bench_browser_switch.py [--switches N] [--replay PATH]
 
@@ -11,7 +12,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,21 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
         "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
         "--disable-backgrounding-occluded-windows"]
-PAINTED = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+# Timed inside the page: from the key's keydown event to the frame painted after the new step's context
+# and columns are in the DOM (a frame callback, then a task queued from it: that frame has been drawn).
+WATCH = """() => {
+  const s = window.__labSwitch = {t0: 0, done: null, task: '', marker: '',
+    expect(task, marker) { s.task = task; s.marker = marker; s.done = null; s.t0 = 0; }};
+  document.addEventListener('keydown', () => { if (!s.t0) s.t0 = performance.now(); }, true);
+  const check = () => {
+    const c = document.querySelector('#lab-context');
+    if (!s.t0 || s.done !== null || !c || !c.textContent.includes(s.marker) || !c.textContent.includes(s.task)) return;
+    if (document.querySelectorAll('#lab-columns .lab-col').length < 4) return;
+    s.done = -1;
+    requestAnimationFrame(() => setTimeout(() => { s.done = performance.now() - s.t0; }, 0));
+  };
+  new MutationObserver(check).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
 
 
 def main() -> int:
@@ -60,19 +74,15 @@ def main() -> int:
             page.goto(url)
             page.wait_for_function("() => document.querySelectorAll('#lab-columns .lab-col').length >= 4")
             page.locator("body").click(position={"x": 5, "y": 5})
+            page.evaluate(WATCH)
             times = []
             for n in range(1, min(args.switches, len(keys) - 1) + 1):
                 task, step = keys[n].split("/")
-                marker = f"step: {step} (turn"
-                t0 = time.perf_counter()
+                page.evaluate("([task, marker]) => window.__labSwitch.expect(task, marker)", [task, f"step: {step} (turn"])
                 page.keyboard.press("j")
-                page.wait_for_function(
-                    "([task, marker]) => { const c = document.querySelector('#lab-context');"
-                    " return c && c.textContent.includes(marker) && c.textContent.includes(task)"
-                    " && document.querySelectorAll('#lab-columns .lab-col').length >= 4; }",
-                    arg=[task, marker], polling="raf")
-                page.evaluate(PAINTED)
-                times.append((time.perf_counter() - t0) * 1000)
+                page.wait_for_function("() => window.__labSwitch.done > 0", polling="raf")
+                times.append(page.evaluate("() => window.__labSwitch.done"))
+                page.wait_for_timeout(300)  # let the follow-up events (heatmap, panels) settle before the next press
             browser.close()
         ctx.pool.close_all()
     times.sort()

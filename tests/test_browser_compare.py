@@ -34,6 +34,13 @@ def served(tmp_path_factory):
         yield url, stored, ctx
 
 
+def row_ref_units(ctx, key: str) -> list[str]:
+    """The reference command units of step `key` (what the heatmap's x axis lists, up to its cut)."""
+    from lab.runs.pipeline import parse_reference
+
+    return parse_reference(ctx.replay.by_key[key]).command_units[:120]
+
+
 def shot_dir(tmp_path: Path) -> Path:
     out = Path(os.environ.get("LAB_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output"))
     out.mkdir(parents=True, exist_ok=True)
@@ -66,9 +73,14 @@ def test_compare_reference_with_stored_run(served, tmp_path):
         expect(stored_col.locator(".lab-extra")).to_contain_text("echo done")  # the unmatched extra unit
         expect(page.locator("#lab-f1")).to_contain_text("largest gap")
         expect(page.locator("#lab-heatmap .js-plotly-plot")).to_be_visible()
+        # the heatmap follows the step in its own event, after the columns: it shows this step's units
+        heat_side = "() => { const p = document.querySelector('#lab-heatmap .js-plotly-plot');" \
+                    " return p && p.data && p.data[0] && p.data[0].x ? p.data[0].x.length : -1; }"
+        page.wait_for_function(f"() => ({heat_side})() === {len(row_ref_units(ctx, target))}")
         # previous step with the button, then back
         page.locator("#lab-prev").click()
         expect(page.locator("#lab-context")).to_contain_text("step: 1 (turn 2 of")
+        page.wait_for_function(f"() => ({heat_side})() === {len(row_ref_units(ctx, ctx.step_keys()[1]))}")
         page.locator("#lab-next").click()
         expect(page.locator("#lab-context")).to_contain_text(f"step: {target.split('/')[1]} (turn")
         path = shot_dir(tmp_path) / "compare.png"

@@ -82,6 +82,7 @@ def test_two_managed_servers_crash_restart_unload_in_the_browser(tiny_model_dir,
             log_line = a.tail(12)[-1].strip()
             assert log_line
             expect(col_a.locator(".lab-error-text")).to_contain_text(log_line[:40])
+            expect(col_b).to_have_attribute("data-state", "pending")
             page.locator("#lab-generate").click()
             expect(col_b).to_have_attribute("data-state", "ready", timeout=120_000)
             expect(col_a).to_have_attribute("data-state", "crashed")
@@ -95,6 +96,7 @@ def test_two_managed_servers_crash_restart_unload_in_the_browser(tiny_model_dir,
             assert a.pid != killed and a.state == "ready"
             page.get_by_role("tab", name="Compare").click()
             page.locator("#lab-next").click()
+            expect(col_a).to_have_attribute("data-state", "pending")  # the new step shown: Generate answers it
             page.locator("#lab-generate").click()
             expect(col_a).to_have_attribute("data-state", "ready", timeout=120_000)
 

@@ -195,8 +195,9 @@ class CompareTab:
     switch_outputs: list
     replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
 
-    def updates(self, out: StepOutputs) -> tuple:
-        """gr updates for `switch_outputs` from a StepOutputs."""
+    def updates(self, out: StepOutputs, heat: bool = True) -> tuple:
+        """gr updates for `switch_outputs` from a StepOutputs. `heat=False` leaves the heatmap to an event
+        chained after the switch (prev/next/step/task), so the columns paint without waiting for it."""
         return (
             gr.update(value=out.task_id),
             gr.update(choices=out.step_choices, value=out.step_key),
@@ -204,7 +205,7 @@ class CompareTab:
             out.columns_html,
             out.f1_html,
             gr.update(choices=out.heat_choices, value=out.heat_engine),
-            out.heat_figure,
+            out.heat_figure if heat else gr.update(),
         )
 
 
@@ -262,17 +263,27 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 
-    def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+    def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None,
+             heat_now: bool = True):
         key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
         if ctx.replay is None:
             return tuple(gr.update() for _ in outputs)
-        return view.updates(step_outputs(ctx, key, bool(full), heat))
+        return view.updates(step_outputs(ctx, key, bool(full), heat), heat=heat_now)
 
-    def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None):
+    def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None,
+                heat_now: bool = True):
         steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
-        return show(steps[0].key if steps else None, full, heat, request)
+        return show(steps[0].key if steps else None, full, heat, request, heat_now)
+
+    def show_fast(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        """`show`, leaving the heatmap to the event chained after it."""
+        return show(key, full, heat, request, heat_now=False)
+
+    def on_task_fast(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None):
+        """`on_task`, leaving the heatmap to the event chained after it."""
+        return on_task(task_id, full, heat, request, heat_now=False)
 
     def on_move(offset: int):
         def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
@@ -285,16 +296,19 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             target = neighbour_key(ctx, base, offset)
             if session:
                 moves.put(session, (key, target))
-            return view.updates(step_outputs(ctx, target, bool(full), heat)) if ctx.replay else show(None, full, heat)
+            if ctx.replay is None:
+                return show(None, full, heat)
+            return view.updates(step_outputs(ctx, target, bool(full), heat), heat=False)  # the heatmap follows
 
         return move
 
-    def on_heat(key: str | None, heat: str | None):
+    def draw_heat(key: str | None, heat: str | None):
+        """The heatmap of the step shown, in its own event after a switch has painted the columns."""
         key = step_key_argument(key)
         if ctx.replay is None or key not in ctx.replay.by_key:
-            return None
+            return gr.update()
         step_obj = ctx.replay.by_key[key]
-        views = [engine_view(ctx, e, step_obj) for e in ctx.engine_entries()]
+        views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
     def on_generate(key: str | None, full: bool, heat: str | None):
@@ -338,16 +352,20 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
         show_progress="minimal", api_name="generate",
     )
-    task.input(on_task, [task, show_all, heat_engine], outputs, show_progress="hidden", api_visibility="private",
-               cancels=[generating])
-    step.input(show, inputs, outputs, show_progress="hidden", api_name="show_step", cancels=[generating])
-    # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
-    prev.click(on_move(-1), inputs, outputs, show_progress="hidden", api_name="prev_step", trigger_mode="multiple",
-               cancels=[generating])
-    nxt.click(on_move(+1), inputs, outputs, show_progress="hidden", api_name="next_step", trigger_mode="multiple",
-              cancels=[generating])
+    fast = {"outputs": outputs, "show_progress": "hidden", "cancels": [generating]}
+    switches = [
+        task.input(on_task_fast, [task, show_all, heat_engine], api_visibility="private", **fast),
+        step.input(show_fast, inputs, api_name="show_step", **fast),
+        # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
+        prev.click(on_move(-1), inputs, api_name="prev_step", trigger_mode="multiple", **fast),
+        nxt.click(on_move(+1), inputs, api_name="next_step", trigger_mode="multiple", **fast),
+    ]
     show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
-    heat_engine.input(on_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
+    for switched in switches:  # the heatmap follows each fast switch once its columns are painted;
+        # "always_last": a switch that ends while the previous heatmap is still drawing is drawn after it
+        switched.then(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private",
+                      trigger_mode="always_last")
+    heat_engine.input(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
     tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
     whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
