@@ -17,10 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.settings import Settings  # noqa: E402
 from tests.helpers_servers import serve_lab  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
-from tests.test_ui_handlers import write_stored_run  # noqa: E402
+from bench.stored_lab import stored_lab  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
@@ -50,19 +49,10 @@ def main() -> int:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from lab.ui.app import create_context
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        runs = root / "results" / "runs"
-        specs = []
-        for i in range(4):
-            write_stored_run(runs / f"stored{i}.json", f"stored{i}", offset=i)
-            specs.append(f"stored:{runs / f'stored{i}.json'}")
-        settings = Settings(results_dir=root / "results", runs_dir=runs, db_path=root / "lab.duckdb",
-                            cache_dir=root / "cache", replay_path=args.replay)
-        ctx = create_context(settings, specs)
-        ctx.pool.wait()
+        ctx = stored_lab(root, args.replay, 4, "stored")
         keys = ctx.step_keys()
         sent: list[int] = []
         with serve_lab(ctx) as (_, url), sync_playwright() as p:

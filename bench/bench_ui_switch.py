@@ -20,10 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.settings import Settings  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 from tests.helpers_servers import free_port  # noqa: E402
-from tests.test_ui_handlers import write_stored_run  # noqa: E402
+from bench.stored_lab import stored_lab  # noqa: E402
 
 
 def payload_bytes(out) -> int:
@@ -39,20 +38,12 @@ def main() -> int:
     parser.add_argument("--replay", default=str(EXCERPT))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.ui.app import build_app, launch_options
     from lab.ui.compare_tab import step_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        runs = root / "results" / "runs"
-        specs = []
-        for i in range(4):
-            write_stored_run(runs / f"run{i}.json", f"run{i}", offset=i)
-            specs.append(f"stored:{runs / f'run{i}.json'}")
-        settings = Settings(results_dir=root / "results", runs_dir=runs, db_path=root / "lab.duckdb",
-                            cache_dir=root / "cache", replay_path=args.replay)
-        ctx = create_context(settings, specs)
-        ctx.pool.wait()
+        ctx = stored_lab(root, args.replay, 4, "run")
         keys = ctx.step_keys()
         from lab.ui.compare_tab import warm_instant_engines
 
