@@ -307,3 +307,21 @@ def test_the_app_context_fills_in_the_background(tmp_path):
         ctx.equiv_filler.stop()
         ctx.pool.close_all()
         ctx.store.close()
+
+
+def test_a_run_whose_rules_fail_is_marked_failed_once_and_shown_so(pending_ctx, monkeypatch):
+    import lab.store.equiv_fill as fill
+    from lab.ui.results_tab import count_html, leaderboard_frame
+
+    def odd_input(*args, **kwargs):
+        raise ValueError("a rule met input it cannot handle")
+
+    monkeypatch.setattr(fill, "with_equiv_columns", odd_input)
+    ctx = pending_ctx
+    assert fill_pending(ctx.store) == 1 and fill_pending(ctx.store) == 0  # marked, never retried in a loop
+    assert ctx.store.rows("SELECT equiv_state, equiv_score FROM runs") == [("failed", None)]
+    assert ctx.store.scalar("SELECT count(*) FROM steps WHERE equiv_f1 IS NOT NULL") == 0
+    df = leaderboard_frame(ctx, False)
+    run = df[df["source"] == "run"].iloc[0]
+    assert run["equiv_score"] == run["spelling_gap"] == "equiv failed"
+    assert "equiv pending" not in count_html(df, False)
