@@ -1,9 +1,12 @@
 """Published runs at scale: 100 result files of realistic size (≈1.5 MB, 303 steps) made from the two
-real published ones, served by a loopback HTTP server under catalogue paths, fetched and imported the
-way `python -m lab data published fetch` does; then the Compare step switch with 8 published columns
-and a Triage slice over all 100 runs.
+real published ones, served by a loopback HTTP server under catalogue paths. First a Space-like app
+(`python app.py`, public mode) whose owner set LAB_PUBLISHED to those 100 runs: seconds from process
+start to serving, cold and on a restart, and when its background equiv_f1 fill is done. Then the
+files fetched and imported the way `python -m lab data published fetch` does; the Compare step
+switch with 8 published columns and a Triage slice over all 100 runs.
 
     python bench/bench_published.py            # writes only to a temporary folder
+    python bench/bench_published.py --only start   # just the app start with LAB_PUBLISHED of 100 runs
     BENCH_PROFILE=1 python bench/bench_published.py --files 10   # plus a cProfile of 20 step switches
 
 The 303-step replay is the excerpt repeated under new task ids (bench/scale_replay.py's recipe), and
@@ -18,11 +21,15 @@ import http.server
 import json
 import os
 import random
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +43,9 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "tb2lite"
 SOURCES = [SHARED / "published" / "llada21_flash_transformers_sample10_suffix_len256.json",
            SHARED / "published" / "llada21_flash_transformers_smoke.json"]
 TARGET_BYTES = 1_500_000
+REPO = Path(__file__).resolve().parents[1]
+CSV_FILES = ("leaderboard_corrected.csv", "leaderboard_legacy_20260426.csv", "leaderboard_by_group.csv",
+             "tblite_tmax.csv")
 
 
 def scaled_replay(out: Path, steps: int = 303) -> list:
@@ -85,10 +95,90 @@ def serve(root: Path):
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def wait_serving(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    """Poll `url` until it answers 200 (RuntimeError when the process exits first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the app exited with code {proc.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def pending_equiv(db: Path) -> int | None:
+    """Runs the app has not filled equiv columns for yet (None before the store has runs). Waits
+    for its turn on the file like any lab process (lab.store.connection)."""
+    from lab.store.connection import Connector
+
+    connector = Connector(db, linger=0, timeout=120)
+    try:
+        with connector.cursor() as cur:
+            return cur.execute("SELECT count(*) FILTER (equiv_state = 'pending') FROM runs").fetchall()[0][0]
+    except Exception:  # noqa: BLE001 - no runs table yet, or an older schema without equiv_state
+        return None
+    finally:
+        connector.close()
+
+
+def app_start(root: Path, base: str, runs: list, replay: Path, label: str, timeout: float = 600) -> float:
+    """Seconds from `python app.py` starting to it serving, on a Space-like setup (public mode) whose
+    owner set LAB_PUBLISHED to `runs`; files come from `base`. Then how long its background equiv
+    fill takes. The folders under `root` are kept, so a second call is a restart with a warm cache."""
+    results = root / "results"
+    if not results.exists():
+        results.mkdir(parents=True)
+        for name in CSV_FILES:
+            (results / name).write_bytes((REPO / "results" / name).read_bytes())
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
+    env.update(SPACE_ID="bench/published", GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
+               LAB_PUBLISHED=",".join(r.key for r in runs), LAB_PUBLISHED_BASE_URL=base, LAB_RESULTS=str(results),
+               LAB_CACHE_DIR=str(root / "cache"), LAB_DB=str(root / "lab.duckdb"), LAB_REPLAY=str(replay))
+    log = open(root / f"app-{label}.log", "wb")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_serving(f"http://127.0.0.1:{port}/", proc, timeout)
+        serving = time.perf_counter() - t0
+        pending = pending_equiv(root / "lab.duckdb")
+        while pending:
+            time.sleep(2)
+            pending = pending_equiv(root / "lab.duckdb")
+        filled = time.perf_counter() - t0
+        n = pending_equiv(root / "lab.duckdb")
+        print(f"app start ({label}), LAB_PUBLISHED of {len(runs)} runs: serving after {serving:.1f} s "
+              f"(goal < 60 s); every run's equiv filled {filled:.1f} s after the start"
+              f"{'' if n == 0 else ' (equiv state unknown)'}")
+        return serving
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--columns", type=int, default=8)
+    parser.add_argument("--only", choices=["start", "fetch"], default=None,
+                        help="start: only the app start with LAB_PUBLISHED; fetch: everything but it")
     args = parser.parse_args()
     from lab.published.fetch import fetch_and_import
     from lab.store.opening import open_store
@@ -112,11 +202,18 @@ def main() -> int:
             path.write_text(json.dumps(synthetic_result(rows, top, steps, i)))
             sizes.append(path.stat().st_size)
         server, base = serve(site)
+        print(f"{len(runs)} files, {statistics.mean(sizes) / 1e6:.2f} MB each on average, 303 steps each")
+        if args.only != "fetch":
+            space = root / "space"
+            app_start(space, base, runs, root / "replay.jsonl", "cold: empty cache and store")
+            app_start(space, base, runs, root / "replay.jsonl", "restart: files cached, store built")
+            if args.only == "start":
+                server.shutdown()
+                return 0
         results = root / "results"
         results.mkdir()
-        for name in ("leaderboard_corrected.csv", "leaderboard_legacy_20260426.csv", "leaderboard_by_group.csv",
-                     "tblite_tmax.csv"):
-            (results / name).write_bytes((Path(__file__).resolve().parents[1] / "results" / name).read_bytes())
+        for name in CSV_FILES:
+            (results / name).write_bytes((REPO / "results" / name).read_bytes())
         settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
                             cache_dir=root / "cache", replay_path=str(root / "replay.jsonl"))
         store = open_store(settings)
@@ -129,8 +226,8 @@ def main() -> int:
         second = time.perf_counter() - t0
         assert not again.imported and not again.fetch.downloaded
         server.shutdown()
-        print(f"{len(runs)} files, {statistics.mean(sizes) / 1e6:.2f} MB each on average, 303 steps each")
-        print(f"fetch (loopback) + check + import: {total:.1f} s in all, {1000 * total / len(runs):.0f} ms per file")
+        print(f"fetch (loopback) + check + import, equiv filled at once (the CLI's `data published fetch`): "
+              f"{total:.1f} s in all, {1000 * total / len(runs):.0f} ms per file")
         print(f"second run (nothing changes): {1000 * second:.0f} ms in all")
         t0 = time.perf_counter()
         refresh_step_flags(store)

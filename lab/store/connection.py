@@ -161,6 +161,16 @@ class Connector:
         except OSError:
             return False
 
+    def let_waiters_in(self, pause: float = 0.3) -> bool:
+        """Between the steps of a long job: when another process waits for the file and nothing
+        here uses it, close it and pause so that process gets its turn. True when it did."""
+        with self._lock:
+            if self._users or self._con is None or not self._someone_waits():
+                return False
+            self._close_now()
+        time.sleep(pause)
+        return True
+
     def _close_now(self) -> None:
         con, self._con = self._con, None
         if con is not None:

@@ -78,6 +78,10 @@ class Store:
         self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
         self._derived = threading.local()
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
+        # equiv_f1 columns: filled right after each import, or (defer_equiv) left pending for a
+        # background filler (lab.store.equiv_filler; anything with `kick()`) the app attaches here
+        self.defer_equiv = False
+        self.equiv_filler: Any = None
 
     def _check_writable(self) -> None:
         if self.refuse_writes and not getattr(self._derived, "on", False):
@@ -87,11 +91,12 @@ class Store:
     def derived_writes(self) -> Iterator["Store"]:
         """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
         step flags) even where `refuse_writes` blocks what visitors write."""
+        before = getattr(self._derived, "on", False)
         self._derived.on = True
         try:
             yield self
         finally:
-            self._derived.on = False
+            self._derived.on = before
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):

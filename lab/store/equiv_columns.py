@@ -1,5 +1,6 @@
 """equiv_f1 columns of the store (not the published score): per step from the stored units, per
-run the mean and the spelling gap. Computed at import; the harness columns are never touched."""
+run the mean and the spelling gap. Computed after the import (lab.store.equiv_fill); the harness
+columns are never touched."""
 from __future__ import annotations
 
 import math

@@ -9,12 +9,32 @@ from plotly.subplots import make_subplots
 from lab.store.figures import empty_figure, finish, scatter_by_family, unique_labels
 
 TITLE = "equiv F1 (not the published score) vs harness F1"
+PENDING_TEXT = "equiv pending"
+
+
+def waiting_note(df: pd.DataFrame) -> str:
+    """"N runs: equiv pending (being filled in the background)" and the failed ones; '' for none."""
+    states = df["equiv_state"] if "equiv_state" in df else pd.Series(dtype=object)
+    pending, failed = int((states == "pending").sum()), int((states == "failed").sum())
+    parts = []
+    if pending:
+        parts.append(f"{pending} run{'s' if pending != 1 else ''}: {PENDING_TEXT} (being filled in the background; "
+                     "this plot shows them once done)")
+    if failed:
+        parts.append(f"{failed} run{'s' if failed != 1 else ''}: equiv could not be computed")
+    return " · ".join(parts)
 
 
 def equiv_vs_f1_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
-    """Left: equiv score vs harness score with the y = x line; right: the spelling gap per run."""
+    """Left: equiv score vs harness score with the y = x line; right: the spelling gap per run.
+    Runs whose equiv columns are not filled yet are counted in the title, never drawn as 0."""
+    note = waiting_note(df)
+    if "equiv_state" in df:
+        df = df[df["equiv_state"] == "done"]
     if df.empty:
-        return empty_figure(title, "no lab runs with equiv scores yet: import or replay a run")
+        return empty_figure(title, note or "no lab runs with equiv scores yet: import or replay a run")
+    if note:
+        title = f"{title}<br><sup>{note}</sup>"
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
                         subplot_titles=("equiv score vs harness score", "spelling gap (equiv − harness, points)"))
     hover = ["score", "equiv_score", "spelling_gap", "source"]
@@ -30,4 +50,7 @@ def equiv_vs_f1_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
     fig.update_xaxes(title="harness score (100 × command F1, as published)", row=1, col=1)
     fig.update_yaxes(title="equiv score (100 × equiv F1)", row=1, col=1)
     fig.update_xaxes(title="points", row=1, col=2)
-    return finish(fig, title)
+    fig = finish(fig, title)
+    if note:
+        fig.update_layout(margin=dict(t=90))
+    return fig

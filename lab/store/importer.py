@@ -12,7 +12,7 @@ import pandas as pd
 from lab.errors import LabError, ResultFileError
 from lab.resultfiles.resultfile import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
-from lab.store.equiv_columns import run_equiv_fields, with_equiv_columns
+from lab.store.equiv_fill import PENDING, after_import
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
 from lab.store.sample_records import delete_samples, insert_samples, sample_tables
@@ -145,9 +145,8 @@ def import_file(
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
         row["source"] = source_of(stored_path)
-        steps = with_equiv_columns(steps_table(run_id, result["per_step"], name),
-                                   getattr(store, "equiv_contexts", {}), scorer_for(result))
-        row.update(run_equiv_fields(steps, row["score"]))
+        row["equiv_state"] = PENDING  # equiv columns: filled after the commit (lab.store.equiv_fill)
+        steps = steps_table(run_id, result["per_step"], name)
         sampled = sample_tables(run_id, result, name)
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
@@ -166,6 +165,7 @@ def import_file(
                 cur.unregister("new_steps")
         unique_display_names(store)
         report.added.append(name)
+        after_import(store, run_id)
     except (LabError, OSError, ValueError, TypeError, KeyError) as exc:
         report.failed.append((name, str(exc)))
     except Exception as exc:  # a DuckDB constraint error, etc.: still reported by name, nothing kept

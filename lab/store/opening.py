@@ -11,6 +11,7 @@ from lab.store import importer
 from lab.store.connection import Connector
 from lab.store.db import Store, schema_version
 from lab.store.equiv_columns import replay_equiv_contexts
+from lab.store.equiv_fill import fill_pending
 
 
 def _resolve(target: Settings | str | Path | None, results_dir: str | Path | None) -> tuple[Path, Path]:
@@ -26,16 +27,21 @@ def open_store(
     results_dir: str | Path | None = None,
     *,
     sync: bool = True,
+    defer_equiv: bool = False,
 ) -> Store:
     """Open (or create) the DuckDB file.
 
     A missing file, or one whose schema_version is older than schema.sql's, is (re)built from
     `results_dir`: the leaderboard CSVs and every result JSON below it. With `sync`, result files
     added to `results_dir` since the last open are imported too (unchanged ones are skipped).
+    Runs left with their equiv_f1 columns pending (by an import or a process killed mid-fill) are
+    filled before this returns, unless `defer_equiv`: then the caller attaches a background filler
+    (lab.store.equiv_filler) and imports into this store leave them pending too.
     """
     db_path, res_dir = _resolve(target, results_dir)
     db_path.parent.mkdir(parents=True, exist_ok=True)
     store = Store(Connector(db_path), db_path, res_dir)
+    store.defer_equiv = defer_equiv
     try:
         store.equiv_contexts = replay_equiv_contexts(target if isinstance(target, Settings) else Settings())
         with store.hold():
@@ -46,6 +52,8 @@ def open_store(
                 store.run_registered_ddl()
                 if sync and res_dir.is_dir():
                     store.import_problems = importer.import_path(store, res_dir).failed
+        if not defer_equiv:
+            fill_pending(store)
     except duckdb.Error as exc:
         store.close()
         raise LabError(f"cannot open the results database {db_path.name}: {exc}") from None

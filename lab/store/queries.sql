@@ -8,7 +8,7 @@ SELECT name, source, run_id, model_id, family, training_method, params_b, active
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
        sec_per_step, load_s, template_status, rank_eligible,
        CASE WHEN $first56_only THEN rank ELSE rank_latest END AS rank, in_first_56, equiv_score, spelling_gap,
-       steps, total_steps, coverage, partial
+       equiv_state, steps, total_steps, coverage, partial
 FROM results_all
 WHERE scoring_version = 'corrected_303'
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56))
@@ -108,7 +108,7 @@ ORDER BY benchmark DESC, base_model, score DESC, name;
 SELECT run_id, display_name, path, model_id, scoring_version, steps, tasks, score, avg_command_f1,
        avg_command_precision, avg_command_recall, first_cmd_exact_pct, valid_json_pct, avg_sec_per_step,
        template_status, rank_eligible, timestamp, family, params_b, training_method, checkpoint_step, imported_at,
-       equiv_score, spelling_gap
+       equiv_score, spelling_gap, equiv_state
 FROM runs
 ORDER BY {order}, display_name;
 
@@ -149,8 +149,11 @@ FROM legacy_leaderboard ORDER BY row_no;
 
 -- name: equiv_vs_f1
 -- equiv_f1 (lab/scoring/equiv; NOT the published score) next to the harness F1, lab runs only:
--- published rows have no units to normalise.
-SELECT name, source, run_id, coverage, partial, family, training_method, score, equiv_score, spelling_gap
+-- published rows have no units to normalise. Runs whose equiv columns are still pending (or failed)
+-- come too, with equiv_state saying so: the figure counts them instead of plotting them.
+SELECT name, source, run_id, coverage, partial, family, training_method, score, equiv_score, spelling_gap,
+       equiv_state
 FROM results_all
-WHERE source = 'run' AND scoring_version = 'corrected_303' AND score IS NOT NULL AND equiv_score IS NOT NULL
-ORDER BY spelling_gap DESC, name;
+WHERE source = 'run' AND scoring_version = 'corrected_303' AND score IS NOT NULL
+  AND (equiv_score IS NOT NULL OR equiv_state <> 'done')
+ORDER BY spelling_gap DESC NULLS LAST, name;

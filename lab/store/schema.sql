@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 4
+-- schema_version: 5
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -142,7 +142,10 @@ CREATE TABLE runs (
     coverage                    DOUBLE,                -- steps / total_steps (0-1)
     num_shards                  INTEGER,               -- a shard file's num_shards (NULL: not sharded)
     shard_index                 INTEGER,
-    partial                     BOOLEAN NOT NULL DEFAULT FALSE  -- coverage < 1 or one shard of several
+    partial                     BOOLEAN NOT NULL DEFAULT FALSE, -- coverage < 1 or one shard of several
+    -- the equiv columns (runs.avg_equiv_f1/equiv_score/spelling_gap, steps.equiv_*) are filled after the
+    -- import, in one transaction per run (lab.store.equiv_fill): NULL until then
+    equiv_state                 VARCHAR NOT NULL DEFAULT 'pending'  -- pending | done | failed
 );
 
 -- One row per run x step. (run_id, step_key) is stable: other modules key annotations on it.
@@ -182,7 +185,8 @@ CREATE TABLE steps (
     units_from_fallback     BOOLEAN,
     error                   VARCHAR,
     extra_json              VARCHAR,                   -- any other per-step keys
-    -- equiv_f1 (not the published score): F1 after the rules of lab/scoring/equiv_rules.yaml
+    -- equiv_f1 (not the published score): F1 after the rules of lab/scoring/equiv_rules.yaml;
+    -- NULL while the run's equiv_state is 'pending'
     equiv_precision         DOUBLE,
     equiv_recall            DOUBLE,
     equiv_f1                DOUBLE,
@@ -240,7 +244,7 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, model_label AS na
        'corrected_303' AS scoring_version,
        CAST(NULL AS DOUBLE) AS equiv_score, CAST(NULL AS DOUBLE) AS spelling_gap,
        rank_latest, steps, 303 AS total_steps, round(coalesce(steps, 303) / 303, 4) AS coverage,
-       coalesce(steps, 303) < 303 AS partial
+       coalesce(steps, 303) < 303 AS partial, CAST(NULL AS VARCHAR) AS equiv_state
 FROM leaderboard
 UNION ALL
 SELECT 'run', run_id,
@@ -254,7 +258,7 @@ SELECT 'run', run_id,
        score, FALSE, avg_command_f1, avg_command_precision, avg_command_recall, first_cmd_exact_pct,
        valid_json_pct, avg_sec_per_step, load_time_sec, template_status, rank_eligible, FALSE, NULL,
        scoring_version, equiv_score, spelling_gap,
-       NULL, steps, total_steps, coverage, partial
+       NULL, steps, total_steps, coverage, partial, equiv_state
 FROM runs;
 
 CREATE TABLE schema_version (

@@ -87,6 +87,7 @@ class LabContext:
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
     sessions: Any = None  # lab.ui.session.SessionEngines in public mode: visitors' engines per session
+    equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
 
     @property
     def replay_error_html(self) -> str:
@@ -121,22 +122,32 @@ class LabContext:
 
     # --- store -------------------------------------------------------------------------
     def open_store(self) -> None:
-        """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`."""
+        """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`.
+
+        Imports leave a run's equiv_f1 columns pending; a background filler computes them (the
+        tables say "equiv pending" meanwhile), so opening and importing cost what they did
+        before equiv_f1."""
+        from lab.store.equiv_filler import EquivFiller
+        from lab.store.importer import import_path
         from lab.store.opening import open_store
 
-        from lab.store.importer import import_path
-
         try:
-            self.store, self.store_error = open_store(self.settings), None
+            self.store, self.store_error = open_store(self.settings, defer_equiv=True), None
         except LabError as exc:
             self.store, self.store_error = None, str(exc)
             return
+        self.equiv_filler = EquivFiller.attach(self.store)
         self.broken_results = list(getattr(self.store, "import_problems", []))
         runs = Path(self.settings.runs_dir).resolve()
         results = Path(self.settings.results_dir).resolve()
         if runs.is_dir() and results not in (runs, *runs.parents):  # LAB_RUNS_DIR outside results/
             report = import_path(self.store, runs)
             self.broken_results.extend(report.failed)
+
+    def kick_equiv(self) -> None:
+        """Ask the background filler to fill any run whose equiv columns are pending."""
+        if self.equiv_filler is not None:
+            self.equiv_filler.kick()
 
     def import_run(self, path: str | Path) -> str:
         """Import one new result file into the store; returns its run id (LabError naming the file)."""

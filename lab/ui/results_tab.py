@@ -10,6 +10,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.ui.context import LabContext
+from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.published_panel import build_published_panel
 from lab.ui.render_html import render_notice, esc
 
@@ -17,6 +18,8 @@ SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
            "valid_json_pct", "sec_per_step", "template_status", "family", "training_method", "params_b",
            "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
+EQUIV_COLUMNS = ("equiv_score", "spelling_gap")
+EQUIV_POLL_SEC = 2.0  # while runs wait for their equiv columns, the table looks again this often
 SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step",
          "spelling_gap"]
 MAX_ROWS = 500
@@ -33,18 +36,26 @@ def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str 
         df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort or "score")
     if text:
         df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
-    cols = [c for c in COLUMNS if c in df.columns]
-    df = df[cols].head(MAX_ROWS).reset_index(drop=True)
-    return df.astype(object).where(df.notna(), "")
+    df = df.head(MAX_ROWS).reset_index(drop=True)
+    states = df["equiv_state"] if "equiv_state" in df.columns else pd.Series([None] * len(df), dtype=object)
+    shown = df[[c for c in COLUMNS if c in df.columns]]
+    return mark_equiv_cells(shown.astype(object).where(shown.notna(), ""), EQUIV_COLUMNS, states)
 
 
 def count_html(df: pd.DataFrame, first56: bool) -> str:
-    """"N rows" over the table (with how many are lab runs)."""
+    """"N rows" over the table (with how many are lab runs, and how many wait for their equiv columns)."""
     runs = int((df["source"] == "run").sum()) if "source" in df.columns else 0
     scope = "first-56 snapshot" if first56 else "116 published + lab runs"
     extra = f" · {runs} lab run{'s' if runs != 1 else ''} (click one to open it in Compare)" if runs else ""
     rows = f"{len(df)} row{'' if len(df) == 1 else 's'}"
-    return f'<div class="lab-muted" id="lab-lb-count"><b data-rows="{len(df)}">{rows}</b> · {scope}{extra}</div>'
+    pending = pending_note(equiv_pending_rows(df), "; this table updates when done")
+    return (f'<div class="lab-muted" id="lab-lb-count"><b data-rows="{len(df)}">{rows}</b> · {scope}{extra}'
+            f'{" · " + pending if pending else ""}</div>')
+
+
+def equiv_pending_rows(df: pd.DataFrame) -> int:
+    """Rows of a leaderboard frame whose equiv columns say "equiv pending"."""
+    return int((df["equiv_score"] == STATE_TEXT["pending"]).sum()) if "equiv_score" in df.columns else 0
 
 
 def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
@@ -114,6 +125,8 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
             sort = gr.Dropdown(SORTS, value="score", label="sort by", scale=1, elem_id="lab-lb-sort")
         first = leaderboard_frame(ctx, False)
         count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
+        shown_pending = gr.State(equiv_pending_rows(first))  # runs shown "equiv pending" in this page
+        equiv_timer = gr.Timer(EQUIV_POLL_SEC, active=equiv_pending_rows(first) > 0)
         table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
                              elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
         build_published_panel(ctx)
@@ -132,8 +145,18 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
             df = leaderboard_frame(ctx, first56, filter_text or "", sort_key or "score")
         except LabError as exc:
             gr.Warning(str(exc))
-            return gr.update(), gr.update()
-        return df, count_html(df, first56)
+            return gr.update(), gr.update(), gr.update(), gr.update()
+        pending = equiv_pending_rows(df)
+        if pending:
+            ctx.kick_equiv()  # also fills runs another process left pending
+        return df, count_html(df, first56), pending, gr.Timer(active=pending > 0)
+
+    def poll(scope_label: str, filter_text: str, sort_key: str, shown: int, plot_name: str | None = None):
+        """While runs wait for their equiv columns: redraw only when that number changed."""
+        df, html, pending, timer = refresh(scope_label, filter_text, sort_key)
+        if pending == shown or not isinstance(pending, int):
+            return gr.update(), gr.update(), shown, timer, *([gr.update()] if plots else [])
+        return df, html, pending, timer, *([draw(plot_name, scope_label, filter_text)] if plots else [])
 
     def draw(name: str, scope_label: str, filter_text: str = ""):
         try:
@@ -150,10 +173,13 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
         return open_in_compare([run_id], None)
 
     inputs = [scope, text, sort]
+    outputs = [table, count, shown_pending, equiv_timer]
     for comp in (scope, sort):
-        comp.change(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
-    text.change(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
-    tab.select(refresh, inputs, [table, count], api_visibility="private", show_progress="hidden")
+        comp.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    text.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    tab.select(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    equiv_timer.tick(poll, [*inputs, shown_pending, *([which] if plots else [])], [*outputs, *([plot] if plots else [])],
+                     api_visibility="private", show_progress="hidden")
     table.select(on_select, table, open_in_compare.outputs, api_visibility="private")
     if plots:
         which.change(draw, [which, scope, text], plot, api_visibility="private")

@@ -20,6 +20,7 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
+from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells
 from lab.ui.render_html import esc
 from lab.ui.stability_triage import build_stability_panel
 from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
@@ -120,7 +121,33 @@ def slice_page(ctx: LabContext, spec: SliceSpec, page: int) -> tuple[pd.DataFram
     df = slice_steps(ctx.store, spec, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     if "flags" in df:
         df["flags"] = df["flags"].map(lambda x: ", ".join(x) if x is not None and len(x) else "")
-    return df, f"**{total}** steps · page {page} of {pages}", page
+    df, note = _equiv_states(ctx, spec, df)
+    return df, f"**{total}** steps · page {page} of {pages}{note}", page
+
+
+def _equiv_states(ctx: LabContext, spec: SliceSpec, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The page with "equiv pending" (or "equiv failed") in the equiv cells of runs whose equiv
+    columns are not filled yet, and a note saying so (equiv filters cannot see those steps yet)."""
+    from lab.store.equiv_fill import unfilled_states
+
+    states = unfilled_states(ctx.store)
+    if not states:
+        return df, ""
+    pending = sorted(r for r, s in states.items() if s == "pending" and (not spec.run_ids or r in spec.run_ids))
+    if pending:
+        ctx.kick_equiv()  # also fills runs another process left pending
+    if "run_id" in df.columns:
+        df = mark_equiv_cells(df, ("equiv_f1", "spelling_gap"), df["run_id"].map(states))
+    if not pending:
+        return df, ""
+    effects = []
+    if (spec.equiv_f1_min, spec.equiv_f1_max, spec.spelling_gap_min) != (None, None, None):
+        effects.append("the equiv filters skip their steps")
+    if spec.order_by in ("equiv_f1", "spelling_gap"):
+        effects.append("the equiv sort puts them last")
+    until = f"; until then {' and '.join(effects)}" if effects else ""
+    runs = f"{len(pending)} run{'s' if len(pending) != 1 else ''}"
+    return df, f" · {STATE_TEXT['pending']} for {runs} (being filled in the background{until})"
 
 
 def slice_figures(ctx: LabContext, spec: SliceSpec):
