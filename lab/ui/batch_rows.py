@@ -75,7 +75,7 @@ def render_aggregate(rows: Sequence[BatchRow], overall: bool = False) -> str:
         done, total = sum(r.done for r in rows), sum(r.total for r in rows)
         body.append(f'<tr data-engine="" class="lab-overall"><td><b>overall</b></td>'
                     f'<td><span data-field="steps">{done}/{total}</span>{_bar(done, total)}</td>'
-                    f'<td colspan="{5 if nodes else 4}"></td></tr>')
+                    f'<td colspan="{6 if nodes else 5}"></td></tr>')
     head = ("<tr><th>engine</th><th>steps</th><th>score</th><th>command F1</th><th>first exact %</th>"
             f"<th>valid JSON %</th>{'<th>node</th>' if nodes else ''}<th>status</th></tr>")
     return f'<table class="lab-engines lab-batch">{head}{"".join(body)}</table>'

@@ -15,8 +15,9 @@ from lab.ui.batch_rows import BATCH_CHUNK, BUCKETS, BatchRow, filter_steps, rend
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
 from lab.ui.render_html import esc
-from lab.ui.public import BATCH_OFF, batch_allowed
+from lab.ui.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.session import SessionEvents, current_session
+from lab.ui.sweep_panel import SLOT, build_sweep_panel
 
 
 def run_batch(
@@ -150,7 +151,11 @@ def build_batch_tab(ctx: LabContext) -> None:
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
         stops = SessionEvents()  # each session's Stop stops only that session's batch
-        live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live")
+        sweep_inputs = {"engines": engines, "tasks": tasks, "buckets": buckets, "groups": groups, "resume": resume,
+                        "new_run": new_run, "run_name": run_name}
+        live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live", render=False)
+        build_sweep_panel(ctx, stops, sweep_inputs, live)  # the cluster's controls, above the shared table
+        live.render()
 
     def count(task_sel, bucket_sel, group_sel) -> str:
         n = len(filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)) if ctx.replay else 0
@@ -204,6 +209,8 @@ def build_batch_tab(ctx: LabContext) -> None:
                 concurrency_limit=1)
     def request_stop() -> None:
         stops.get(current_session()).set()
+        if sweep_allowed(ctx.settings):  # the owner's lab: Stop in any tab stops its cluster sweep
+            SLOT.request_stop()
         gr.Info("Stopping: requests in flight are cancelled; finished steps are kept for resume.")
 
     stop_btn.click(request_stop, None, None, api_name="stop_batch")
