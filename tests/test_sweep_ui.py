@@ -85,7 +85,7 @@ def per_step(path: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(path.read_text())["per_step"]]
 
 
-def test_batch_tab_sweep_reaches_done_equals_replay_and_lands_in_the_store(served, tmp_path):
+def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the_store(served, tmp_path):
     from gradio_client import Client
 
     url, ctx, root = served
@@ -93,7 +93,7 @@ def test_batch_tab_sweep_reaches_done_equals_replay_and_lands_in_the_store(serve
     task = ctx.replay.tasks[0]
     n = len(ctx.replay.steps_for_task(task))
     t0 = time.perf_counter()
-    job = client.submit(*sweep_args(["reference", "altered"], tasks=[task]), api_name="/run_sweep")
+    job = client.submit(*sweep_args(["reference", "altered"], tasks=[task], shards=2), api_name="/run_sweep")
     final = job.result(timeout=300)
     took = time.perf_counter() - t0
     shown = [o for o in job.outputs()]
@@ -107,7 +107,7 @@ def test_batch_tab_sweep_reaches_done_equals_replay_and_lands_in_the_store(serve
     assert any("connecting to the Ray cluster" in o for o in shown)
     assert any(r.get("state", "").startswith(("waiting", "loading", "running")) for o in shown
                for r in rows_of(o).values()), "no live row before done"
-    print(f"\nsweep of 2 prompt-free engines x {n} steps through /run_sweep: {took:.1f} s")
+    print(f"\nsweep of 2 prompt-free engines x 2 shards x {n} steps through /run_sweep: {took:.1f} s")
 
     runs = Path(ctx.settings.runs_dir)
     lab(["replay", "--replay", str(EXCERPT), "--tasks", task, "--chunk-size", "8", "--out", str(tmp_path / "single"),
@@ -122,6 +122,8 @@ def test_batch_tab_sweep_reaches_done_equals_replay_and_lands_in_the_store(serve
         stored = ctx.query("SELECT steps FROM runs WHERE run_id = ?", [run_id])
         assert len(stored) == 1 and int(stored.iloc[0]["steps"]) == n
     assert not list(runs.glob("*.partial.jsonl"))
+    shards = [json.loads((runs / f"reference-shard{i:02d}.json").read_text()) for i in range(2)]
+    assert [(s["num_shards"], s["shard_index"], s["total_input_steps"]) for s in shards] == [(2, 0, n), (2, 1, n)]
 
     again = client.predict(*sweep_args(["reference"], tasks=[task]), api_name="/run_sweep")
     assert "already complete: reference.json" in again and "nothing to run on the cluster" in again
