@@ -52,8 +52,13 @@ def run(args: argparse.Namespace) -> int:
                   [run_name] * len(specs))
     audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
     bars = TerminalBars()
+
+    def connected(cluster) -> None:
+        print(f"Ray cluster {cluster.address} · {cluster.nodes} node(s) · dashboard: {cluster.dashboard or 'off'}",
+              file=sys.stderr)
+
     try:
-        jobs, outcomes = execute(sweep, args.ray, args.resume, progress=bars, audit=bool(audit))
+        jobs, outcomes = execute(sweep, args.ray, args.resume, progress=bars, audit=bool(audit), connected=connected)
     finally:
         bars.close()
     if audit:
