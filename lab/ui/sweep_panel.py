@@ -6,7 +6,7 @@ step received (a later run with resume continues)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -17,35 +17,18 @@ from lab.runs.names import finished_run_file, new_run_name, safe_run_name
 from lab.sweep import progress as sweep_states
 from lab.sweep.plan import Cluster, Outcome, Sweep
 from lab.sweep.progress import JobProgress
-from lab.ui.batch_rows import BATCH_CHUNK, BatchRow, filter_steps, render_aggregate
+from lab.ui.batch_rows import BATCH_CHUNK, BatchRow, filter_steps
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
 from lab.ui.public import SWEEP_OFF, sweep_allowed
 from lab.ui.render_html import esc
 from lab.ui.session import SessionEvents, current_session
+from lab.ui.sweep_view import SHOWN_STATES, STOPPING, SweepView, cluster_line, engine_rows, render_view
 
 MAX_SHARDS = 64
 CHUNK = BATCH_CHUNK  # steps per generate call on a node, as Batch's: how often finished steps come back
 NO_CLUSTER = "No Ray cluster configured: start the lab with LAB_RAY_ADDRESS=HEAD:6379 (or python app.py --ray HEAD:6379)."
 BUSY = "A cluster sweep is already running in this lab: wait for it to finish, or press Stop."
-STOPPING = "stopping (actors killed; finished steps kept)"
-SHOWN_STATES = {
-    sweep_states.WAITING: "waiting for room on the cluster",
-    sweep_states.LOADING: "loading on its node",
-    sweep_states.RUNNING: "running",
-    sweep_states.REPLACING: "re-placing (its node was lost; resumes from the last step received)",
-    sweep_states.DONE: "writing its file",
-    sweep_states.STOPPED: "stopped (run again with 'resume' to continue)",
-}
-
-
-@dataclass
-class SweepView:
-    """What the table shows: a line about the cluster, a row per engine, and an error line if any."""
-
-    cluster: str
-    rows: list[BatchRow] = field(default_factory=list)
-    error: str | None = None
 
 
 class SweepSlot:
@@ -73,20 +56,6 @@ class SweepSlot:
 
 
 SLOT = SweepSlot()
-
-
-def cluster_line(cluster: Cluster) -> str:
-    """The line above the table: the cluster's address, its nodes and a link to its dashboard."""
-    dash = (f'dashboard: <a href="{esc(cluster.dashboard)}" target="_blank" rel="noopener">{esc(cluster.dashboard)}</a>'
-            if cluster.dashboard else "dashboard off")
-    return (f'Ray cluster <code>{esc(cluster.address)}</code> · {cluster.nodes} node{"s" if cluster.nodes != 1 else ""}'
-            f' · <span data-field="dashboard">{dash}</span>')
-
-
-def render_view(view: SweepView) -> str:
-    error = f'<div class="lab-error-box" data-field="error">{esc(view.error)}</div>' if view.error else ""
-    table = render_aggregate(view.rows, overall=True) if view.rows else ""
-    return f'<div class="lab-muted lab-sweep-cluster" data-field="cluster">{view.cluster}</div>{error}{table}'
 
 
 def _whole(value: object, what: str, high: int) -> int:
@@ -147,7 +116,8 @@ class SweepChoice:
     finished: dict[str, BatchRow]
 
 
-def plan_sweep(ctx: LabContext, names, patterns, task_sel, bucket_sel, group_sel, shards, samples,
+def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | None, task_sel: list[str] | None,
+               bucket_sel: list[str] | None, group_sel: list[str] | None, shards: object, samples: object,
                fresh: bool, run_name: str | None) -> SweepChoice:
     """The sweep the tab's choices ask for, with the CLI's options at their defaults otherwise; LabError
     (one line) for a choice that cannot run."""
@@ -171,28 +141,6 @@ def plan_sweep(ctx: LabContext, names, patterns, task_sel, bucket_sel, group_sel
     sweep = Sweep([s for s, _ in todo], steps, options, str(ctx.replay.path), ctx.replay.fingerprint, out_dir,
                   shards, [n for _, n in todo])
     return SweepChoice(sweep, specs, stems, finished)
-
-
-def engine_rows(snapshots: Sequence[JobProgress], specs: Sequence[str], stems: Sequence[str],
-                finished: dict[str, BatchRow]) -> list[BatchRow]:
-    """One row per engine (its shards summed), in the order chosen: the table's view of the progress."""
-    rows = []
-    for spec, stem in zip(specs, stems):
-        if spec in finished:
-            rows.append(finished[spec])
-            continue
-        mine = [s for s in snapshots if s.spec == spec]
-        states = [s.state for s in mine]
-        errors = [s.error for s in mine if s.error]
-        if errors:
-            state = f"failed: {'; '.join(errors)}"
-        else:
-            state = next((SHOWN_STATES[k] for k in (sweep_states.REPLACING, sweep_states.RUNNING, sweep_states.LOADING,
-                                                     sweep_states.WAITING, sweep_states.STOPPED) if k in states),
-                         SHOWN_STATES[sweep_states.DONE])
-        nodes = ", ".join(dict.fromkeys(s.node for s in mine if s.node))
-        rows.append(BatchRow(stem, sum(s.done for s in mine), sum(s.total for s in mine), state=state, node=nodes))
-    return rows
 
 
 def outcome_row(ctx: LabContext, row: BatchRow, outcome: Outcome) -> BatchRow:
