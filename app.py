@@ -1,6 +1,6 @@
 """Serve the TB2-lite comparison lab: settings → build the UI → launch.
 
-    python app.py [--port N] [--replay PATH] [--results DIR] [--engine SPEC …]
+    python app.py [--port N] [--replay PATH] [--results DIR] [--engine SPEC …] [--ray ADDRESS]
 
 Defaults to 127.0.0.1:7860; PORT and GRADIO_SERVER_NAME are honoured (Hugging Face Spaces).
 """
@@ -21,6 +21,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
                         help="engine to load at start (repeatable): reference, stored:PATH, transformers:…, vllm:…, "
                              "transformers-serve:…, openai:…")
+    parser.add_argument("--ray", metavar="ADDRESS", help="Ray cluster the Batch tab submits sweeps to "
+                        "(HEAD:6379, ray://HEAD:10001; default: $LAB_RAY_ADDRESS)")
     return parser.parse_args(argv)
 
 
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides["results_dir"] = args.results
     if args.replay:
         overrides["replay_path"] = args.replay
+    if args.ray:
+        overrides["ray_address"] = args.ray
     settings = Settings(**overrides)
     print(opening_message(settings), file=sys.stderr, flush=True)
     ctx = create_context(settings, args.engine)

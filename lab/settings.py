@@ -38,6 +38,7 @@ class Settings:
     - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
     - `whatif_shared`: whether what-if edits made on the page go to the shared store (off on a public
       Space unless the owner sets LAB_WHATIF_SHARED=1: visitors' edits then stay in their session).
+    - `ray_address`: the Ray cluster the Batch tab submits sweeps to ($LAB_RAY_ADDRESS; None: no cluster).
     """
 
     results_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_RESULTS", PROJECT_ROOT / "results")))
@@ -51,6 +52,7 @@ class Settings:
     public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
     allow_engine_loading: bool | None = None
     whatif_shared: bool | None = None
+    ray_address: str | None = field(default_factory=lambda: os.environ.get("LAB_RAY_ADDRESS", "").strip() or None)
 
     def __post_init__(self) -> None:
         self.results_dir = Path(self.results_dir)

@@ -29,6 +29,7 @@ VISITOR_MAY_CALL = {
     "/add_engine": True,  # checked: visitor options, paths, hosts, per-session share
     "/unload_engine": True, "/restart_engine": True,  # only the visitor's own engines
     "/run_batch": False,  # writes into results/
+    "/run_sweep": False,  # the owner's Ray cluster; writes into results/
     "/stop_batch": True,  # stops only the caller's session
     "/add_runs": True,  # stored runs of results/ as the visitor's own columns
     "/sample_step": True,  # samples stay in the visitor's session
@@ -67,8 +68,35 @@ def counting_server():
 
 
 @pytest.fixture(scope="module")
-def engines_lab(tmp_path_factory):
-    """A public lab with model engines allowed; the owner's `reference` engine; localhost listed."""
+def ray_head():
+    """A TCP listener standing where the owner's Ray head would be: it counts every connection made to it."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[tuple] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, peer = listener.accept()
+            except OSError:
+                return
+            accepted.append(peer)
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}", accepted
+    finally:
+        listener.close()
+
+
+@pytest.fixture(scope="module")
+def engines_lab(tmp_path_factory, ray_head):
+    """A public lab with model engines allowed; the owner's `reference` engine; localhost listed; the
+    owner's LAB_RAY_ADDRESS set (at a listener that counts connections)."""
     root = tmp_path_factory.mktemp("hostile-lab")
     results = make_results_dir(root)
     write_stored_run(results / "runs" / "mine.json", "mine")
@@ -76,7 +104,7 @@ def engines_lab(tmp_path_factory):
         write_stored_run(results / "runs" / f"held{i}.json", f"held{i}")
     env = lab_env(LAB_PUBLIC="1", LAB_ALLOW_ENGINES="1", LAB_ENGINE_HOSTS="localhost", LAB_RESULTS=str(results),
                   HF_HUB_OFFLINE="1", LAB_CLIENT_MAX_ENGINES=str(CLIENT_SHARE), LAB_VISITOR_IDLE_S=str(IDLE_S),
-                  LAB_VISITOR_SWEEP_S="0.5")
+                  LAB_VISITOR_SWEEP_S="0.5", LAB_RAY_ADDRESS=ray_head[0])
     args = ["--results", str(results), "--replay", str(EXCERPT), "--engine", "reference"]
     with app_process(args, root / "app.log", env) as (url, proc):
         yield url, results, root
@@ -158,6 +186,32 @@ def test_every_endpoint_is_classified(engines_lab):
     _, lines = call(guest, ["all published runs"], api_name="/fetch_published")
     assert any("does not let visitors" in line for line in lines), lines
     assert sorted(p.name for p in results.rglob("*")) == before
+
+
+def test_visitor_cannot_submit_a_cluster_sweep(engines_lab, ray_head):
+    """/run_sweep refuses a visitor in the handler, before any SPEC, pattern or path is read and before
+    anything connects to the owner's cluster; the page does not show the cluster's controls or address."""
+    url, results, _ = engines_lab
+    address, accepted = ray_head
+    guest = visitor(url)
+    before = sorted(p.name for p in results.rglob("*"))
+    attempts = [
+        (["reference"], "", 1, 1),
+        ([], "stored:/etc/*", 1, 1),  # a glob outside the data folders
+        ([], "@/etc/passwd", 1, 1),  # a SPEC file
+        ([], "transformers-serve:Org/Model?trust_remote_code=true\nvllm:Org/M{1..100000}", 1, 1),
+        (["reference"], "", 64, 1),  # the most shards the box allows
+    ]
+    for names, specs, shards, samples in attempts:
+        html, lines = call(guest, names, specs, [], [], [], shards, samples, True, True, "x", api_name="/run_sweep")
+        assert any(line.startswith("Cluster sweeps are off on this public deployment") for line in lines), lines
+        assert "saved" not in html and address not in html and "/etc" not in html
+    assert accepted == []  # nothing connected to the owner's Ray head
+    assert sorted(p.name for p in results.rglob("*")) == before
+    config = httpx.get(f"{url}config", timeout=30).json()
+    assert address not in json.dumps(config)
+    panel = next(c for c in config["components"] if (c.get("props") or {}).get("elem_id") == "lab-sweep")
+    assert panel["props"].get("visible") is False
 
 
 def test_visitor_cannot_download_or_replace_the_replay(engines_lab):

@@ -54,3 +54,28 @@ def test_vllm_on_cpu_nodes_asks_for_a_cpu(monkeypatch):
     monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
     assert needs("vllm:/m") == {"num_cpus": 1, "num_gpus": 0}
     check_fits("vllm:/m", needs("vllm:/m"), cpu_only)
+
+
+def test_relative_stored_paths_become_absolute(tmp_path, monkeypatch):
+    """A worker's working folder is not the driver's: a relative `stored:` file that exists is anchored."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert expand_specs(["stored:runs/a.json?name=x", "stored:runs/none.json", "reference"]) == \
+        [f"stored:{tmp_path}/runs/a.json?name=x", "stored:runs/none.json", "reference"]
+
+
+def test_addresses_and_the_dashboard_link():
+    """Where the driver connects, and the dashboard link it shows (Ray's context gives HOST:PORT or '')."""
+    from types import SimpleNamespace
+
+    from lab.sweep.connect import dashboard_url, head_endpoint
+
+    assert head_endpoint("10.0.0.5:6379") == ("10.0.0.5", 6379)
+    assert head_endpoint("ray://head.internal") == ("head.internal", 10001)
+    assert head_endpoint("local") is None and head_endpoint("auto") is None
+    for bad in ("http://x:1", "10.0.0.5:port", ":6379"):
+        with pytest.raises(LabError, match="expected HEAD:PORT"):
+            head_endpoint(bad)
+    assert dashboard_url(SimpleNamespace(dashboard_url="10.0.0.5:8265")) == "http://10.0.0.5:8265"
+    assert dashboard_url(SimpleNamespace(dashboard_url="")) is None

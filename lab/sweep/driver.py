@@ -1,18 +1,19 @@
 """The sweep's driver: places one Ray actor per engine (or shard), receives finished steps as they come,
 and alone writes checkpoints and result files. A lost actor (node) is re-placed and resumes from the
-last step received."""
+last step received; a stop kills the actors and keeps every step received. Progress goes to one
+callback (lab.sweep.progress), which the terminal and the Batch tab each draw their way."""
 from __future__ import annotations
 
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from tqdm import tqdm
+from typing import Any
 
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.resultfiles.resultfile import write_result_file
+from lab.sweep import progress as states
+from lab.sweep.progress import JobProgress, ProgressFn
 from lab.sweep.worker import EngineWorker
 
 MAX_REPLACEMENTS = 3
@@ -34,6 +35,31 @@ class Job:
     replacements: int = 0
     events: list = field(default_factory=list)
     lengths: list = field(default_factory=list)  # prompt tokens of a shard's steps (for the merged context stats)
+    done: int = 0
+    state: str = states.WAITING
+    node: str | None = None
+    actor: Any = None  # the live actor handle (killed on stop)
+
+    @property
+    def label(self) -> str:
+        return self.spec + (f" [{self.shard[0]}/{self.shard[1]}]" if self.shard else "")
+
+    def snapshot(self) -> JobProgress:
+        return JobProgress(self.spec, self.label, self.done, len(self.steps), self.state, self.node, self.error)
+
+
+class _Reporter:
+    """Hands every job's snapshot to the progress callback after each change (one change at a time)."""
+
+    def __init__(self, jobs: list[Job], progress: ProgressFn | None) -> None:
+        self.jobs, self.progress, self.lock = jobs, progress, threading.Lock()
+
+    def __call__(self, job: Job, **changes) -> None:
+        with self.lock:
+            for key, value in changes.items():
+                setattr(job, key, value)
+            if self.progress is not None:
+                self.progress([j.snapshot() for j in self.jobs])
 
 
 def _stem_for(job: Job, stem: str) -> str:
@@ -42,30 +68,42 @@ def _stem_for(job: Job, stem: str) -> str:
     return shard_stem(stem, job.shard[0]) if job.shard else stem
 
 
-def run_job(ray, job: Job, out_dir: Path, resume: bool, bar: tqdm, overall: tqdm, audit: bool, lock) -> None:
-    """Drive one job to its result, re-placing its actor when it (or its node) dies."""
+def _kill(ray, actor) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # noqa: BLE001 - already gone (its node died, or the stop watcher killed it)
+        pass
+
+
+def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit: bool,
+            stop: threading.Event) -> None:
+    """Drive one job to its result, re-placing its actor when it (or its node) dies; on `stop`, keep
+    the checkpoint (every step received) for a later resume."""
     from ray.exceptions import RayActorError, RayTaskError
 
     remote = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
     while True:
-        actor = remote.options(**job.resources).remote(job.spec, audit)
+        if stop.is_set():
+            report(job, state=states.STOPPED)
+            return
+        actor = job.actor = remote.options(**job.resources).remote(job.spec, audit)
+        if stop.is_set():  # the stop watcher may have looked before this actor existed
+            _kill(ray, actor)
+        checkpoint = None
         try:
+            report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
             stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name)))
             checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
             header, entries = (checkpoint.read_entries() if (resume or job.replacements) and checkpoint.exists()
                                else (None, []))
-            with lock:
-                bar.n = len(entries)
-                bar.refresh()
+            report(job, done=len(entries), state=states.RUNNING)
             for ref in actor.run.options(num_returns="streaming").remote(job.steps, job.options, header, entries):
                 message = ray.get(ref)
                 if message[0] == "header":
                     checkpoint.start(message[1])
                 elif message[0] == "row":
                     checkpoint.append(message[1], message[2])
-                    with lock:
-                        bar.update(1)
-                        overall.update(1)
+                    report(job, done=job.done + 1)
                 elif message[0] == "lengths":
                     job.lengths = message[1]
                 else:
@@ -77,37 +115,61 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, bar: tqdm, overall: tqdm
             if audit:
                 job.events = ray.get(actor.opened_files.remote())
             ray.get(actor.close.remote())
+            report(job, state=states.DONE)
             return
         except RayActorError:
+            if stop.is_set():
+                report(job, state=states.STOPPED)
+                return
             job.replacements += 1
             resume = True
             if job.replacements > MAX_REPLACEMENTS:
-                job.error = f"{job.spec}: its actor died {job.replacements} times"
+                report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
                 return
-            print(f"\n{job.spec}: its node was lost; re-placing it (resumes from the last step received)", file=sys.stderr)
+            report(job, state=states.REPLACING, node=None)
         except RayTaskError as exc:
-            job.error = f"{job.spec}: {exc.cause if exc.cause is not None else exc}"
+            report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
+            report(job, error=f"{job.spec}: {type(exc).__name__}: {exc}", state=states.FAILED)
             return
         finally:
-            ray.kill(actor, no_restart=True)
+            if checkpoint is not None:
+                checkpoint.close()  # every row received stays on disk (a stop or a lost node keeps them)
+            _kill(ray, actor)
+            job.actor = None
 
 
-def run_jobs(ray, jobs: list[Job], out_dir: Path, resume: bool, audit: bool = False) -> None:
-    """All jobs at once (Ray queues those its cluster cannot hold yet), one bar each and one overall."""
+def _stop_watch(ray, jobs: list[Job], stop: threading.Event, over: threading.Event) -> None:
+    """Kill every live actor once `stop` is set (their servers die with them); finished steps stay."""
+    while not over.is_set():
+        if stop.wait(0.1):
+            for job in jobs:
+                if job.actor is not None:
+                    _kill(ray, job.actor)
+            over.wait(0.5)  # again: an actor re-placed just as the stop came
+
+
+def run_jobs(ray, jobs: list[Job], out_dir: Path, resume: bool, audit: bool = False,
+             progress: ProgressFn | None = None, stop: threading.Event | None = None) -> None:
+    """All jobs at once (Ray queues those its cluster cannot hold yet); `progress` sees every change,
+    `stop` cancels the sweep (what finished is kept; a later run with `resume` continues)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    lock = threading.Lock()
-    overall = tqdm(total=sum(len(j.steps) for j in jobs), desc="sweep", unit="step", file=sys.stderr, position=0)
-    bars = [tqdm(total=len(j.steps), desc=j.spec + (f" [{j.shard[0]}/{j.shard[1]}]" if j.shard else ""),
-                 unit="step", file=sys.stderr, position=i + 1, leave=False) for i, j in enumerate(jobs)]
-    threads = [threading.Thread(target=run_job, args=(ray, j, out_dir, resume, b, overall, audit, lock), daemon=True)
-               for j, b in zip(jobs, bars)]
+    stop = stop or threading.Event()
+    report = _Reporter(jobs, progress)
+    if progress is not None:
+        progress([j.snapshot() for j in jobs])
+    over = threading.Event()
+    watcher = threading.Thread(target=_stop_watch, args=(ray, jobs, stop, over), name="lab-sweep-stop", daemon=True)
+    watcher.start()
+    threads = [threading.Thread(target=run_job, args=(ray, j, out_dir, resume, report, audit, stop), daemon=True)
+               for j in jobs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for b in bars:
-        b.close()
-    overall.close()
+    over.set()
+    watcher.join()
     failed = [j.error for j in jobs if j.error]
     if failed and len(failed) == len(jobs):
         raise LabError("; ".join(failed))

@@ -28,3 +28,18 @@ def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, 
     if args.pass_threshold is not None:
         config["pass_threshold"] = args.pass_threshold
     return {"config": config, "sampling": {k: getattr(args, k, None) for k in SAMPLING_ARGS}}
+
+
+def default_options(**overrides) -> argparse.Namespace:
+    """The per-engine options `python -m lab sweep` parses, at their defaults, with `overrides` (what the
+    Batch tab chooses: samples, resume …); an override the CLI does not have is a programming error."""
+    from lab.runs.replay_cli import add_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    args = parser.parse_args(["--engine", "reference"])
+    unknown = set(overrides) - set(vars(args))
+    if unknown:
+        raise TypeError(f"not a sweep option: {', '.join(sorted(unknown))}")
+    vars(args).update(overrides, engine=[])
+    return args

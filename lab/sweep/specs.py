@@ -33,8 +33,19 @@ def _globbed(spec: str) -> list[str]:
     return [f"{kind}:{p}{qmark}{options}" for p in found]
 
 
+def anchored(spec: str) -> str:
+    """`stored:` with a relative path that exists here made absolute: a worker's folder is not the driver's."""
+    kind, sep, target = spec.partition(":")
+    path, qmark, options = target.partition("?")
+    if kind.strip() != "stored" or not sep or not path.strip() or Path(path.strip()).expanduser().is_absolute():
+        return spec
+    local = Path(path.strip())
+    return f"stored:{local.resolve()}{qmark}{options}" if local.exists() else spec
+
+
 def expand_specs(specs: list[str]) -> list[str]:
-    """Every engine SPEC of a sweep, in order: `@FILE` reads one SPEC per line (# comments), patterns expand."""
+    """Every engine SPEC of a sweep, in order: `@FILE` reads one SPEC per line (# comments), patterns expand;
+    relative `stored:` paths become absolute (see anchored)."""
     out: list[str] = []
     for spec in specs:
         if spec.startswith("@"):
@@ -45,5 +56,5 @@ def expand_specs(specs: list[str]) -> list[str]:
             out += expand_specs([ln for ln in lines if ln and not ln.startswith("#")])
             continue
         for ranged in _ranges(spec):
-            out += _globbed(ranged)
+            out += [anchored(s) for s in _globbed(ranged)]
     return out

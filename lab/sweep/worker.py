@@ -39,6 +39,13 @@ class EngineWorker:
         """Every path this worker process opened (with `audit`)."""
         return list(self.opened)
 
+    def where(self) -> str:
+        """The node this actor runs on: its address and the start of its Ray node id."""
+        import ray
+
+        context = ray.get_runtime_context()
+        return f"{ray.util.get_node_ip_address()} · {context.get_node_id()[:8]}"
+
     def prepare(self, run_name: str | None) -> str:
         """Load the engine; return the run's file stem."""
         from lab.engines import create_engine

@@ -1,9 +1,8 @@
 """The Batch tab: replay all or a filtered part of the steps on chosen engines, with progress."""
 from __future__ import annotations
 
-import queue
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -11,91 +10,14 @@ import gradio as gr
 
 from lab.data.step import Step
 from lab.errors import LabError
+from lab.runs.names import finished_run_file, new_run_name, safe_run_name
+from lab.ui.batch_rows import BATCH_CHUNK, BUCKETS, BatchRow, filter_steps, render_aggregate
 from lab.ui.context import LabContext
+from lab.ui.live import live_updates
 from lab.ui.render_html import esc
-from lab.ui.public import BATCH_OFF, batch_allowed
+from lab.ui.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.session import SessionEvents, current_session
-
-BUCKETS = ("early", "mid", "late")
-# Steps generated between two checks of the Stop button (and two checkpoint syncs).
-BATCH_CHUNK = 8
-
-
-def filter_steps(steps: list[Step], tasks: list[str] | None, buckets: list[str] | None,
-                 groups: list[str] | None) -> list[Step]:
-    """Steps whose task, bucket and source group are among the chosen ones (empty choice = all)."""
-    return [
-        s for s in steps
-        if (not tasks or s.task_id in tasks) and (not buckets or s.bucket in buckets)
-        and (not groups or s.source_group in groups)
-    ]
-
-
-@dataclass
-class BatchRow:
-    """One engine's line in the live aggregate."""
-
-    name: str
-    done: int
-    total: int
-    aggregate: dict | None = None
-    state: str = "waiting"
-    path: str | None = None
-    run_id: str | None = None
-
-
-def _pct(value: object) -> str:
-    return "–" if value is None else f"{float(value):.1f}"
-
-
-def render_aggregate(rows: Sequence[BatchRow]) -> str:
-    """Live aggregate per engine: steps done / total, score, F1, first exact, valid JSON, status."""
-    if not rows:
-        return '<div class="lab-muted">No batch run yet: choose engines and a filter, then <b>Run batch</b>.</div>'
-    body = []
-    for r in rows:
-        agg = r.aggregate or {}
-        f1 = agg.get("avg_command_f1")
-        width = 100 * r.done / max(r.total, 1)
-        bar = (f'<span class="lab-bar" title="{r.done}/{r.total}"><span style="width:{width:.1f}%;'
-               f'background:#6366f1"></span></span>')
-        body.append(
-            f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
-            f'<td><span data-field="steps">{r.done}/{r.total}</span>{bar}</td>'
-            f'<td data-field="score">{"–" if f1 is None else f"{100 * f1:.2f}"}</td>'
-            f'<td data-field="f1">{"–" if f1 is None else f"{f1:.4f}"}</td>'
-            f"<td>{_pct(agg.get('first_cmd_exact_pct'))}</td><td>{_pct(agg.get('valid_json_pct'))}</td>"
-            f'<td data-field="state" class="lab-state-{esc(r.state.split(" ")[0])}">{esc(r.state)}</td></tr>'
-        )
-    head = ("<tr><th>engine</th><th>steps</th><th>score</th><th>command F1</th><th>first exact %</th>"
-            "<th>valid JSON %</th><th>status</th></tr>")
-    return f'<table class="lab-engines lab-batch">{head}{"".join(body)}</table>'
-
-
-def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
-    """The run's file stem: `wanted` or the engine's name, never the result file a `stored:` engine
-    reads its answers from (a batch must not overwrite its own input)."""
-    from lab.runs.replay import run_file_name
-
-    stem = run_file_name(engine, wanted)
-    source = getattr(engine, "path", None) if getattr(engine, "kind", "") == "stored" else None
-    if source is not None and Path(source).resolve() == (out_dir / f"{stem}.json").resolve():
-        stem = f"{stem}-replay"
-    return stem
-
-
-def finished_run_file(out_dir: Path, stem: str) -> Path | None:
-    """The result file of a finished run named `stem` (None when there is none, or it is still resumable)."""
-    final = out_dir / f"{stem}.json"
-    return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
-
-
-def new_run_name(out_dir: Path, stem: str) -> str:
-    """`stem-2`, `stem-3` …: the first name with neither a result file nor a checkpoint."""
-    k = 2
-    while (out_dir / f"{stem}-{k}.json").exists() or (out_dir / f"{stem}-{k}.partial.jsonl").exists():
-        k += 1
-    return f"{stem}-{k}"
+from lab.ui.sweep_panel import SLOT, build_sweep_panel
 
 
 def run_batch(
@@ -189,43 +111,18 @@ def run_batch(
 STOPPING = "stopping (requests in flight cancelled; finished steps kept)"
 
 
+def _stopping(rows: list[BatchRow]) -> list[BatchRow]:
+    return [replace(r, state=STOPPING) if r.state == "running" else r for r in rows]
+
+
 def batch_updates(
     ctx: LabContext, names: Sequence[str], steps: list[Step], stop: threading.Event, **options
 ) -> Iterator[list[BatchRow]]:
     """Run `run_batch` in a worker thread and yield each snapshot of the rows as it comes."""
-    events: queue.Queue = queue.Queue()
-    finished = object()
+    def work(report) -> None:
+        run_batch(ctx, names, steps, stop=stop, on_update=report, **options)
 
-    def work() -> None:
-        try:
-            run_batch(ctx, names, steps, stop=stop, on_update=events.put, **options)
-        finally:
-            events.put(finished)
-
-    threading.Thread(target=work, name="lab-batch", daemon=True).start()
-    latest: list[BatchRow] = []
-    shown_stopping = False
-    while True:
-        try:
-            rows = events.get(timeout=0.1)
-        except queue.Empty:  # Stop pressed: say so at once, before the engine has wound down
-            if stop.is_set() and not shown_stopping and latest:
-                shown_stopping = True
-                yield [replace(r, state=STOPPING) if r.state == "running" else r for r in latest]
-            continue
-        while rows is not finished and not events.empty():  # skip to the latest snapshot
-            nxt = events.get()
-            if nxt is finished:
-                yield rows
-                return
-            rows = nxt
-        if rows is finished:
-            return
-        latest = rows
-        if stop.is_set():
-            shown_stopping = True
-            rows = [replace(r, state=STOPPING) if r.state == "running" else r for r in rows]
-        yield rows
+    return live_updates(work, stop, _stopping)
 
 
 def build_batch_tab(ctx: LabContext) -> None:
@@ -253,8 +150,12 @@ def build_batch_tab(ctx: LabContext) -> None:
             run_name = gr.Textbox(label="run name (optional; one engine only; default: engine name)", scale=2)
             start = gr.Button("Run batch", variant="primary", elem_id="lab-batch-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
-        live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live")
-    stops = SessionEvents()  # each session's Stop stops only that session's batch
+        stops = SessionEvents()  # each session's Stop stops only that session's batch
+        sweep_inputs = {"engines": engines, "tasks": tasks, "buckets": buckets, "groups": groups, "resume": resume,
+                        "new_run": new_run, "run_name": run_name}
+        live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live", render=False)
+        build_sweep_panel(ctx, stops, sweep_inputs, live)  # the cluster's controls, above the shared table
+        live.render()
 
     def count(task_sel, bucket_sel, group_sel) -> str:
         n = len(filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)) if ctx.replay else 0
@@ -308,6 +209,8 @@ def build_batch_tab(ctx: LabContext) -> None:
                 concurrency_limit=1)
     def request_stop() -> None:
         stops.get(current_session()).set()
+        if sweep_allowed(ctx.settings):  # the owner's lab: Stop in any tab stops its cluster sweep
+            SLOT.request_stop()
         gr.Info("Stopping: requests in flight are cancelled; finished steps are kept for resume.")
 
     stop_btn.click(request_stop, None, None, api_name="stop_batch")

@@ -31,6 +31,11 @@ BATCH_OFF = (
     "Run the lab locally (python app.py) or use python -m lab replay."
 )
 
+SWEEP_OFF = (
+    "Cluster sweeps are off on this public deployment: they would use the owner's Ray cluster and write "
+    "into the shared results. Run the lab locally with LAB_RAY_ADDRESS, or use python -m lab sweep."
+)
+
 
 def visitor_annotations_allowed() -> bool:
     """Whether the owner lets visitors add tags, notes and saved slices (LAB_PUBLIC_ANNOTATIONS=1)."""
@@ -39,6 +44,11 @@ def visitor_annotations_allowed() -> bool:
 
 def batch_allowed(settings: Settings) -> bool:
     """Batch runs write result files and import them: the owner's local lab only."""
+    return not settings.public
+
+
+def sweep_allowed(settings: Settings) -> bool:
+    """Cluster sweeps use the owner's Ray cluster and write runs: the owner's local lab only."""
     return not settings.public
 
 

@@ -1,0 +1,30 @@
+"""Run names in a runs folder: never a `stored:` engine's own input file, never a finished run's file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
+    """The run's file stem: `wanted` or the engine's name, never the result file a `stored:` engine
+    reads its answers from (a batch must not overwrite its own input)."""
+    from lab.runs.replay import run_file_name
+
+    stem = run_file_name(engine, wanted)
+    source = getattr(engine, "path", None) if getattr(engine, "kind", "") == "stored" else None
+    if source is not None and Path(source).resolve() == (out_dir / f"{stem}.json").resolve():
+        stem = f"{stem}-replay"
+    return stem
+
+
+def finished_run_file(out_dir: Path, stem: str) -> Path | None:
+    """The result file of a finished run named `stem` (None when there is none, or it is still resumable)."""
+    final = out_dir / f"{stem}.json"
+    return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
+
+
+def new_run_name(out_dir: Path, stem: str) -> str:
+    """`stem-2`, `stem-3` …: the first name with neither a result file nor a checkpoint."""
+    k = 2
+    while (out_dir / f"{stem}-{k}.json").exists() or (out_dir / f"{stem}-{k}.partial.jsonl").exists():
+        k += 1
+    return f"{stem}-{k}"

@@ -1,0 +1,117 @@
+"""A sweep from start to files: its jobs (one per engine SPEC, or per shard), and what each engine
+ended as once the driver is done (shards merged). The CLI and the Batch tab share this path."""
+from __future__ import annotations
+
+import argparse
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lab.sweep.driver import Job
+from lab.sweep.progress import ProgressFn
+
+
+@dataclass
+class Sweep:
+    """What to run: engines, the selected steps of one replay, the per-engine options (the CLI's)."""
+
+    specs: list[str]
+    steps: list
+    options: argparse.Namespace  # replay's options (scorer, chunk_size, samples, sampling …), as the CLI parses them
+    replay_path: str
+    fingerprint: str
+    out_dir: Path
+    shards: int = 1
+    run_names: list[str | None] = field(default_factory=list)  # one per spec; empty: engine names
+
+
+@dataclass
+class Outcome:
+    """One engine's end: its result file and aggregate, or why it has none."""
+
+    spec: str
+    path: Path | None = None
+    aggregate: dict | None = None
+    error: str | None = None
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster a sweep runs on, as the driver found it."""
+
+    address: str
+    nodes: int  # alive nodes
+    dashboard: str | None  # the dashboard's URL; None when it is off
+
+
+def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
+    """One job per engine (or shard), with the Ray resources it needs; refuses, by name, an engine the
+    cluster (`ray.nodes()`) cannot hold."""
+    from lab.sweep.options import worker_options
+    from lab.sweep.placement import check_fits, needs
+    from lab.sweep.shards import shard_fields, split
+
+    jobs: list[Job] = []
+    names = sweep.run_names or [None] * len(sweep.specs)
+    n = len(sweep.steps)
+    for spec, run_name in zip(sweep.specs, names):
+        want = needs(spec)
+        check_fits(spec, want, nodes)
+        pieces = split(n, sweep.shards) if sweep.shards > 1 else [range(n)]
+        for i, piece in enumerate(pieces):
+            extra = shard_fields(i, len(pieces), n) if sweep.shards > 1 else {}
+            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path)
+            resources = {k: v for k, v in want.items() if k in ("num_cpus", "num_gpus")}
+            jobs.append(Job(spec, [sweep.steps[k] for k in piece], options, resources, run_name,
+                            (i, len(pieces)) if sweep.shards > 1 else None))
+    return jobs
+
+
+def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
+    """Per engine: its file (shards merged into the unsharded run, written next to them), or its error."""
+    from lab.resultfiles.resultfile import write_result_file
+    from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
+    from lab.sweep.shards import merge
+
+    args = sweep.options
+    outcomes = []
+    for spec in sweep.specs:
+        mine = [j for j in jobs if j.spec == spec]
+        if any(j.error for j in mine):
+            outcomes.append(Outcome(spec, error="; ".join(j.error for j in mine if j.error)))
+            continue
+        if any(j.result is None for j in mine):
+            outcomes.append(Outcome(spec, stopped=True))
+            continue
+        if sweep.shards == 1:
+            outcomes.append(Outcome(spec, mine[0].path, mine[0].result["aggregate"]))
+            continue
+        threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
+        merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
+        path = sweep.out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
+        write_result_file(path, merged)
+        outcomes.append(Outcome(spec, path, merged["aggregate"]))
+    return outcomes
+
+
+def execute(sweep: Sweep, address: str | None, resume: bool, *, progress: ProgressFn | None = None,
+            stop: threading.Event | None = None, audit: bool = False,
+            connected: Callable[[Cluster], None] | None = None) -> tuple[list[Job], list[Outcome]]:
+    """Connect to Ray (lab.sweep.connect), run every job with progress to `progress` until done or
+    `stop`, disconnect, and merge: the jobs (with their audit events) and each engine's outcome."""
+    from lab.sweep.connect import connect, dashboard_url, sweep_address
+    from lab.sweep.driver import run_jobs
+
+    ray, context = connect(address)
+    try:
+        nodes = ray.nodes()
+        if connected is not None:
+            alive = sum(1 for n in nodes if n.get("Alive"))
+            connected(Cluster(sweep_address(address), alive, dashboard_url(context)))
+        jobs = plan_jobs(sweep, nodes)
+        run_jobs(ray, jobs, sweep.out_dir, resume, audit=audit, progress=progress, stop=stop)
+    finally:
+        ray.shutdown()
+    return jobs, finish(sweep, jobs)
