@@ -1,116 +1,29 @@
 """The Triage tab: slice steps, compare a baseline with a candidate, flips, taxonomy, tags, exports."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gradio as gr
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 
 from lab.errors import LabError
 from lab.triage import (
-    BOOLEAN_FLAGS, FAILURE_KINDS, SliceSpec, add_annotation, annotations_for, annotation_badges_html, count_slice,
-    disagreement, export_preference_pairs, export_slice, flip_summary, flip_table, list_slices, load_risk_patterns,
-    load_slice, refresh_step_flags, run_taxonomy, save_slice, slice_steps, tags_in_use,
+    BOOLEAN_FLAGS, FAILURE_KINDS, SliceSpec, add_annotation, annotation_badges_html, annotations_for,
+    count_slice, disagreement, export_preference_pairs, export_slice, flip_summary, flip_table, list_slices,
+    load_risk_patterns, load_slice, run_taxonomy, save_slice, slice_steps, tags_in_use,
 )  # fmt: skip
 from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
-from lab.triage.db import query_df
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
 from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells
 from lab.ui.render_html import esc
-from lab.ui.stability_triage import build_stability_panel
 from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
+from lab.ui.stability_triage import build_stability_panel
+from lab.ui.triage_figures import slice_figures
+from lab.ui.triage_filters import ANY, FILTER_FIELDS, Choices, inputs_from_spec, load_choices, spec_from_inputs
 
 PAGE_SIZE = 50
-ANY = "any"
 BUCKETS = ["early", "mid", "late"]
-
-
-@dataclass
-class Choices:
-    """Picker choices read from the store."""
-
-    runs: list[tuple[str, str]]
-    source_groups: list[str]
-    task_ids: list[str]
-    tags: list[str]
-    slices: list[str]
-
-
-def load_choices(ctx: LabContext) -> Choices:
-    """Runs (label, run_id), groups, tasks, tags and saved slices; step_flags refreshed first."""
-    store = ctx.store
-    if store is None:
-        return Choices([], [], [], [], [])
-    with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
-        refresh_step_flags(store)
-    runs = query_df(store, "SELECT run_id, display_name, steps, total_steps, coverage, partial FROM runs "
-                           "ORDER BY display_name, run_id")
-    labels = [(run_label(r), r.run_id) for r in runs.itertuples()]
-    groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
-    tasks = list(query_df(store, "SELECT DISTINCT task_id FROM steps ORDER BY 1")["task_id"])
-    return Choices(labels, groups, tasks, tags_in_use(store), list_slices(store))
-
-
-def run_label(r: Any) -> str:
-    """"name · run_id · n/N steps" (with "partial" when the run answered part of its selection)."""
-    total = r.total_steps if r.total_steps == r.total_steps and r.total_steps is not None else r.steps
-    partial = " partial" if bool(r.partial) else ""
-    return f"{r.display_name} · {r.run_id} · {int(r.steps)}/{int(total)} steps{partial}"
-
-
-def _tri(value: str) -> bool | None:
-    return None if value in (None, ANY) else value == "yes"
-
-
-def _untri(value: bool | None) -> str:
-    return ANY if value is None else ("yes" if value else "no")
-
-
-def _num(value: Any) -> float | None:
-    return None if value is None or value == "" or (isinstance(value, float) and pd.isna(value)) else float(value)
-
-
-# The filter widgets in order; spec_from_inputs / inputs_from_spec map them to SliceSpec fields.
-FILTER_FIELDS = (
-    "run_ids", "f1_min", "f1_max", "first_cmd_exact", "valid_json", "failure_kinds", "task_complete", "buckets",
-    "source_groups", "task_ids", "ref_units_min", "ref_units_max", "text", "text_regex", "text_in", "flags",
-    "risk_names", "tags", "order_by", "descending", "equiv_f1_min", "equiv_f1_max", "spelling_gap_min",
-)  # fmt: skip
-
-
-def spec_from_inputs(*values: Any) -> SliceSpec:
-    """A SliceSpec from the filter widgets' values (LabError naming a bad field)."""
-    v = dict(zip(FILTER_FIELDS, values))
-    units_min, units_max = _num(v["ref_units_min"]), _num(v["ref_units_max"])
-    return SliceSpec.from_dict({
-        "run_ids": list(v["run_ids"] or []), "f1_min": _num(v["f1_min"]), "f1_max": _num(v["f1_max"]),
-        "first_cmd_exact": _tri(v["first_cmd_exact"]), "valid_json": _tri(v["valid_json"]),
-        "failure_kinds": list(v["failure_kinds"] or []),
-        "task_complete": None if v["task_complete"] in (None, ANY) else v["task_complete"],
-        "buckets": list(v["buckets"] or []), "source_groups": list(v["source_groups"] or []),
-        "task_ids": list(v["task_ids"] or []),
-        "ref_units_min": None if units_min is None else int(units_min),
-        "ref_units_max": None if units_max is None else int(units_max),
-        "text": v["text"] or "", "text_regex": bool(v["text_regex"]), "text_in": v["text_in"] or "both",
-        "flags": list(v["flags"] or []), "risk_names": list(v["risk_names"] or []), "tags": list(v["tags"] or []),
-        "order_by": v["order_by"] or "run", "descending": bool(v["descending"]),
-        "equiv_f1_min": _num(v["equiv_f1_min"]), "equiv_f1_max": _num(v["equiv_f1_max"]),
-        "spelling_gap_min": _num(v["spelling_gap_min"]),
-    })  # fmt: skip
-
-
-def inputs_from_spec(spec: SliceSpec) -> list[Any]:
-    """The filter widgets' values for a spec (inverse of spec_from_inputs)."""
-    values = {**spec.__dict__}
-    values["first_cmd_exact"] = _untri(spec.first_cmd_exact)
-    values["valid_json"] = _untri(spec.valid_json)
-    values["task_complete"] = spec.task_complete or ANY
-    return [values[name] for name in FILTER_FIELDS]
 
 
 def slice_page(ctx: LabContext, spec: SliceSpec, page: int) -> tuple[pd.DataFrame, str, int]:
@@ -150,45 +63,6 @@ def _equiv_states(ctx: LabContext, spec: SliceSpec, df: pd.DataFrame) -> tuple[p
     return df, f" · {STATE_TEXT['pending']} for {runs} (being filled in the background{until})"
 
 
-def slice_figures(ctx: LabContext, spec: SliceSpec):
-    """F1 distribution per run, and failure kinds per run, for the whole slice (aggregated in SQL)."""
-    from lab.triage.slices import FROM_CLAUSE, slice_where
-
-    where, params = slice_where(spec)
-    hist = query_df(
-        ctx.store,
-        f"""SELECT r.display_name AS run, floor(least(s.command_f1, 0.9999) * 10) / 10 AS f1_bin, count(*) AS steps
-            {FROM_CLAUSE} {where} GROUP BY ALL ORDER BY f1_bin""",
-        params,
-    )
-    kinds = query_df(
-        ctx.store,
-        f"""SELECT r.display_name AS run, coalesce(f.failure_kind, 'unknown') AS failure_kind, count(*) AS steps
-            {FROM_CLAUSE} {where} GROUP BY ALL ORDER BY run""",
-        params,
-    )
-    if hist.empty:
-        message = ("no runs in the store yet: run a batch, fetch published runs (Results) or "
-                   "python -m lab results import FILE" if not ctx.store.scalar("SELECT count(*) FROM runs")
-                   else "no step matches this slice: widen the filters")
-        return (_empty_figure("F1 of the slice's steps", message), _empty_figure("Failure kinds in the slice", message))
-    labels = short_names([*hist["run"].astype(str), *kinds["run"].astype(str)])
-    hist["run"], kinds["run"] = hist["run"].astype(str).map(labels), kinds["run"].astype(str).map(labels)
-    bins = [f"{b / 10:.1f}–{(b + 1) / 10:.1f}" for b in range(10)]
-    hist["f1_bin"] = [bins[min(int(round(v * 10)), 9)] for v in hist["f1_bin"]]
-    fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group",
-                    category_orders={"f1_bin": bins}, labels={"f1_bin": "command F1"},
-                    title="F1 of the slice's steps")
-    fig_kinds = px.bar(kinds, x="run", y="steps", color="failure_kind", title="Failure kinds in the slice",
-                       category_orders={"failure_kind": list(FAILURE_KINDS)})
-    fig_f1.update_xaxes(type="category", categoryarray=bins, range=[-0.5, 9.5])
-    for fig in (fig_f1, fig_kinds):  # legend under the plot: it never covers the title
-        fig.update_layout(height=380, margin=dict(l=40, r=10, t=50, b=40),
-                          legend=dict(orientation="h", yanchor="top", y=-0.25, x=0, title=None))
-    fig_kinds.update_xaxes(tickangle=-30, automargin=True, title=None)
-    return fig_f1, fig_kinds
-
-
 def diff_message(rows: int, view: str) -> str:
     """What the baseline-vs-candidate table shows, or why it is empty."""
     if rows:
@@ -197,26 +71,6 @@ def diff_message(rows: int, view: str) -> str:
            "regressed": "no step where the candidate scores lower than the baseline"}.get(
         view, "no step where the two runs score differently (or no step in common)")
     return f'<div class="lab-empty" data-empty="1">{esc(why)}</div>'
-
-
-def _empty_figure(title: str, message: str) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.update_layout(title=title, height=320, margin=dict(l=40, r=10, t=50, b=40))
-    return fig
-
-
-def short_names(names: list[str], limit: int = 28) -> dict[str, str]:
-    """Run name -> a label of at most `limit` characters (kept apart when two shorten alike)."""
-    out: dict[str, str] = {}
-    for name in dict.fromkeys(names):
-        label = name if len(name) <= limit else name[: limit - 1] + "…"
-        while label in out.values():
-            label = label[:-1] + "′"
-        out[name] = label
-    return out
 
 
 def share_url(base: str, spec: SliceSpec) -> str:
@@ -232,7 +86,9 @@ def page_url(request: gr.Request) -> str:
 
 
 def _export_dir() -> Path:
-    from lab.ui.exports import EXPORTS  # short-lived, swept folders (no /tmp/triage-export-* left behind)
+    from lab.ui.exports import (
+        EXPORTS,  # short-lived, swept folders (no /tmp/triage-export-* left behind)
+    )
 
     return EXPORTS.new_dir()
 
