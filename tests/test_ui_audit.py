@@ -116,7 +116,7 @@ def test_audit_shows_where_truncation_cuts_with_escaped_preview(ctx):
 
 def test_a_server_engine_rejects_an_over_long_prompt_instead_of_cutting_it(ctx, tiny_model_dir):
     from lab.ui.audit_panel import compute_audit
-    from lab.ui.render_html import audit_summary, render_audit_body
+    from lab.ui.render_audit import audit_summary, render_audit_body
     from tests.helpers_servers import free_port
 
     # an openai engine whose server reports max_model_len 20 (given here: no server is needed to audit)

@@ -229,7 +229,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     from lab.prompts.audit import context_verdict
     from lab.ui.audit_panel import compute_audit
     from lab.ui.compare_tab import step_outputs
-    from lab.ui.render_html import audit_summary, render_audit_body
+    from lab.ui.render_audit import audit_summary, render_audit_body
 
     engine = vllm_lab.pool.get("vl-lora")
     tokenizer = engine.tokenizer

@@ -147,7 +147,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
 
 
 def _header(ctx: LabContext) -> str:
-    from lab.ui.render_html import esc
+    from lab.ui.html_text import esc
 
     from lab.security.paths import display_path
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lab.data.step import Step
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 
 BUCKETS = ("early", "mid", "late")
 # Steps generated between two checks of the Stop button (and two checkpoint syncs); on a cluster, how

@@ -14,7 +14,7 @@ from lab.runs.names import finished_run_file, new_run_name, safe_run_name
 from lab.ui.batch_rows import BATCH_CHUNK, BUCKETS, BatchRow, filter_steps, render_aggregate
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 from lab.ui.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.session import SessionEvents, current_session
 from lab.ui.sweep_panel import SLOT, build_sweep_panel

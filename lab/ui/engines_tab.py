@@ -9,7 +9,8 @@ from lab.errors import LabError
 from lab.jsontext import one_line
 from lab.ui.compare_tab import CompareTab, warm_instant_engines
 from lab.ui.context import EngineEntry, LabContext
-from lab.ui.render_html import esc, render_notice
+from lab.ui.html_text import esc
+from lab.ui.render_html import render_notice
 
 SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "

@@ -6,7 +6,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 
 STATE_TEXT = {"pending": "equiv pending", "failed": "equiv failed"}
 

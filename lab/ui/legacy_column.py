@@ -13,7 +13,7 @@ from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.pipeline import run_steps
 from lab.ui.context import EngineEntry, LabContext
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 from lab.ui.step_view import ABSENT, ERROR, EngineView, engine_view_from_result, engine_view_state
 
 LEGACY_SCORER = "legacy"

@@ -8,7 +8,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.ui.context import LabContext
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 
 ALL = "all published runs"
 TYPICAL_FULL_MB = 1.5  # a full 303-step published result file is about 1.5 MB

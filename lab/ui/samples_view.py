@@ -14,7 +14,7 @@ from lab.data.step import Step
 from lab.engines.base import Sampling
 from lab.runs.samples import run_sampled_steps, sampling_for_samples
 from lab.scoring.stability import SampleSummary, summarize_samples
-from lab.ui.render_html import esc, sim_style
+from lab.ui.html_text import esc, sim_style
 
 READY, RUNNING, ERROR, NONE = "ready", "running", "error", "none"
 MAX_GROUPS = 8  # collapsed answers listed per engine; the rest are counted

@@ -21,7 +21,7 @@ from lab.ui.batch_rows import BATCH_CHUNK, BatchRow, filter_steps
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
 from lab.ui.public import SWEEP_OFF, sweep_allowed
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 from lab.ui.session import SessionEvents, current_session
 from lab.ui.sweep_view import SHOWN_STATES, STOPPING, SweepView, cluster_line, engine_rows, render_view
 

@@ -9,7 +9,7 @@ from lab.sweep import progress as sweep_states
 from lab.sweep.plan import Cluster
 from lab.sweep.progress import JobProgress
 from lab.ui.batch_rows import BatchRow, render_aggregate
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 
 STOPPING = "stopping (actors killed; finished steps kept)"
 SHOWN_STATES = {

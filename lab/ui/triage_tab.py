@@ -16,7 +16,7 @@ from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
 from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells
-from lab.ui.render_html import esc
+from lab.ui.html_text import esc
 from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
 from lab.ui.stability_triage import build_stability_panel
 from lab.ui.triage_figures import slice_figures

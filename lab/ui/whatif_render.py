@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from lab.ui.render_html import esc, render_column
+from lab.ui.html_text import esc
+from lab.ui.render_html import render_column
 from lab.ui.step_view import READY, EngineView, alignment_rows
 from lab.whatif.diff import diff_html, patch_html
 from lab.whatif.edit import WhatIf
