@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab.published import fetch as pub
+from lab.published.cache import CHECKS_VERSION
 from lab.published.catalogue import load_catalogue, runs_of, series_names
 from tests.paths import EXCERPT, REPO, TB2LITE
 from tests.published_server import catalogue_files, published_server
@@ -96,7 +97,7 @@ def test_fetch_cli_imports_once_and_twice_changes_nothing(tmp_path):
     entry = entry_named(SAMPLE)
     assert facts[f"{entry.commit}:{entry.path}"] == {
         "size": entry.size, "sha256": entry.sha256, "model": "inclusionAI/LLaDA2.1-flash", "score": 12.44,
-        "steps": 10, "scoring_version": "corrected_303", "checks": pub.CHECKS_VERSION}
+        "steps": 10, "scoring_version": "corrected_303", "checks": CHECKS_VERSION}
     listing = subprocess.run([sys.executable, "-m", "lab", "data", "published", "list"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=120)
     assert listing.returncode == 0 and "cached" in listing.stdout and "37 kB" in listing.stdout

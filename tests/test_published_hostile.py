@@ -18,7 +18,9 @@ import pytest
 import yaml
 
 from lab.published import fetch as pub
+from lab.published.cache import CHECKS_VERSION
 from lab.published.catalogue import load_catalogue, runs_of
+from lab.published.limits import LIMITS_PATH
 from tests.helpers_app import lab_env, run_lab_cli
 from tests.paths import TB2LITE
 from tests.test_store_common import make_results_dir
@@ -85,7 +87,7 @@ def send(handler, body: bytes, status: int = 200, headers: dict | None = None) -
 
 
 def limits_file(tmp_path: Path, **changes) -> Path:
-    data = yaml.safe_load(pub.LIMITS_PATH.read_text())
+    data = yaml.safe_load(LIMITS_PATH.read_text())
     data.update(changes)
     path = tmp_path / "limits.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -202,7 +204,7 @@ def test_redirects_loop_or_leave_the_base(tmp_path):
     with hostile_server(lambda h: send(h, b"", 302, {"Location": h.path})) as (base, hits):
         out, _, results = fetch(tmp_path / "loop", base, run)
     assert_refused(out, results, tmp_path / "loop", run, "redirects")
-    assert len(hits) == 1 + yaml.safe_load(pub.LIMITS_PATH.read_text())["max_redirects"]
+    assert len(hits) == 1 + yaml.safe_load(LIMITS_PATH.read_text())["max_redirects"]
 
     with hostile_server(lambda h: send(h, SAMPLE.read_bytes())) as (elsewhere, other_hits):
         with hostile_server(lambda h: send(h, b"", 302, {"Location": elsewhere + h.path})) as (base, _):
@@ -233,4 +235,4 @@ def test_a_file_cached_by_an_older_lab_is_checked_again(tmp_path):
         report = pub.fetch_entries([entry], tmp_path / "cache", base=base, progress=False)
     assert report.cached == [] and report.downloaded == [entry.path] and len(hits) == 1
     assert cache.file(entry).read_bytes() == SAMPLE.read_bytes()
-    assert pub.Cache(tmp_path / "cache").known(entry)["checks"] == pub.CHECKS_VERSION
+    assert pub.Cache(tmp_path / "cache").known(entry)["checks"] == CHECKS_VERSION

@@ -4,7 +4,7 @@ Built once from a list of `path, commit, kind` rows (the public repository's res
 status files are left out, shards and parts of one run share a `run` key (so they import as one
 run), and series (checkpoint or epoch runs of one model) are recognised from the names with the
 rules in `assets/published/series.yaml`. Sizes and sha256 are known for files seen byte for byte;
-the rest are learnt when fetched (lab/published/fetch.py keeps them in the cache index).
+the rest are learnt when fetched (lab/published/cache.py keeps them in the cache index).
 """
 from __future__ import annotations
 

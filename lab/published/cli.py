@@ -35,7 +35,11 @@ def _size(n: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from lab.published import fetch as pub
-    from lab.published.catalogue import build_catalogue, load_catalogue, runs_of, series_names, write_catalogue
+    from lab.published.catalogue import (
+        build_catalogue,
+        load_catalogue,
+        write_catalogue,
+    )
 
     if args.published_command == "catalogue":
         rows = build_catalogue(Path(args.listing), Path(args.known) if args.known else None)
@@ -58,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(entries, settings: Settings, only_series: bool) -> int:
-    from lab.published.fetch import Cache, run_file
+    from lab.published.cache import Cache
     from lab.published.catalogue import runs_of, series_names
+    from lab.published.fetch import run_file
 
     if only_series:
         for name, keys in series_names(entries).items():

@@ -42,7 +42,7 @@ def selection(picked: list[str]):
 
 def size_text(ctx: LabContext, picked: list[str]) -> str:
     """'N runs · X MB to download' (cached files excluded; unknown sizes estimated and said so)."""
-    from lab.published.fetch import Cache
+    from lab.published.cache import Cache
 
     try:
         runs = selection(picked)
@@ -93,7 +93,8 @@ def build_published_panel(ctx: LabContext) -> None:
         status = gr.HTML(elem_id="lab-pub-status")
 
     def on_fetch(names: list[str], progress=gr.Progress()):
-        from lab.published.fetch import fetch_and_import, fetch_entries
+        from lab.published.download import fetch_entries
+        from lab.published.fetch import fetch_and_import
 
         if ctx.settings.public:  # it would write into the owner's results/published and the store
             gr.Warning("This public deployment does not let visitors fetch published runs; the owner "
