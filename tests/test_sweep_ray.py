@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -19,8 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMINGS = {"latency_s", "ttft_s"}  # per-step timings: the only per-step fields that may differ
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402  (requirements-test.txt installs Ray: missing, it fails)
 
 
 def no_ray_left() -> list[str]:
@@ -41,13 +41,14 @@ def servers_of(model: Path) -> list[str]:
     return found
 
 
-@pytest.fixture()
-def cluster():
-    """A head that runs nothing (num_cpus=0) and one worker node; the test adds and removes nodes."""
+@contextmanager
+def ray_cluster(node: dict):
+    """A real Ray cluster on this machine: a head that runs nothing (num_cpus=0, no dashboard) and one
+    worker node; on exit it is shut down and no raylet or GCS process may be left."""
     made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                         "object_store_memory": 80 * 1024 * 1024})
+                                                         "object_store_memory": node["object_store_memory"]})
     try:
-        made.add_node(**NODE)
+        made.add_node(**node)
         made.wait_for_nodes()
         yield made
     finally:
@@ -55,7 +56,14 @@ def cluster():
         deadline = time.time() + 30
         while no_ray_left() and time.time() < deadline:
             time.sleep(0.5)
-        assert not no_ray_left(), "the cluster left Ray processes running"
+    assert not no_ray_left(), "the cluster left Ray processes running"
+
+
+@pytest.fixture()
+def cluster():
+    """The cluster of one worker node; the test adds and removes nodes."""
+    with ray_cluster(NODE) as made:
+        yield made
 
 
 def env_for(tmp_path: Path) -> dict:

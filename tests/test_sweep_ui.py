@@ -17,12 +17,8 @@ from lab.settings import Settings
 from tests.helpers_servers import free_port, serve_lab
 from tests.paths import EXCERPT
 from tests.test_store_common import make_results_dir
+from tests.test_sweep_ray import TIMINGS, lab, ray_cluster, servers_of
 from tests.test_ui_handlers import write_stored_run
-
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from tests.test_sweep_ray import TIMINGS, lab, no_ray_left, servers_of  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 STORE = 80 * 1024 * 1024
@@ -37,18 +33,8 @@ def cluster(tmp_path_factory):
         env.setenv("LAB_LOG_DIR", str(logs))
         env.setenv("HF_HUB_OFFLINE", "1")
         env.setenv("TOKENIZERS_PARALLELISM", "false")
-        made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                             "object_store_memory": STORE})
-        try:
-            made.add_node(num_cpus=3, object_store_memory=STORE)
-            made.wait_for_nodes()
+        with ray_cluster({"num_cpus": 3, "object_store_memory": STORE}) as made:
             yield made
-        finally:
-            made.shutdown()
-            deadline = time.time() + 30
-            while no_ray_left() and time.time() < deadline:
-                time.sleep(0.5)
-    assert not no_ray_left(), "the cluster left Ray processes running"
 
 
 @pytest.fixture(scope="module")
