@@ -142,7 +142,10 @@ def test_killed_and_resumed_run_reports_the_uninterrupted_generation_time(tmp_pa
     assert resumed_proc.returncode == 0, resumed_proc.stderr
     resumed = json.loads((out / "t.json").read_text())
     assert len(resumed["per_step"]) == 18
-    # Same measure as the uninterrupted run, within 5 %. Both are taken relative to the engine's own
-    # per-request latencies of the same run, so the load of a shared machine cancels out.
-    assert gen_ratio(resumed) == pytest.approx(gen_ratio(uninterrupted), rel=0.05)
+    # Same measure as the uninterrupted run. Both are taken relative to the engine's own per-request
+    # latencies of the same run, so most of a shared machine's load cancels out; what is left (the time
+    # between requests: 3-9 % on this 2-core machine) varies, hence 15 %. Losing the time of the 5-17
+    # steps generated before the kill (the bug) gives at most 13/18 = 0.72 of it, far outside.
+    assert gen_ratio(resumed) == pytest.approx(gen_ratio(uninterrupted), rel=0.15)
+    assert gen_ratio(resumed) > 0.9
     assert resumed["avg_sec_per_step"] == round(resumed["gen_time_sec"] / 18, 3)
