@@ -1,17 +1,36 @@
 """Start and stop real local servers for tests (loopback only)."""
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import httpx
+
+
+@contextmanager
+def http_on_loopback(handler: type) -> Iterator[str]:
+    """A real threaded HTTP server on 127.0.0.1 (a free port) with `handler`; yields its base URL and
+    shuts it down on exit."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def free_port() -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import http.server
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from tests.helpers_servers import http_on_loopback
 from tests.paths import TB2LITE
 
 
@@ -79,12 +79,5 @@ def _handler(state: ServerState):
 def published_server(files: dict[str, bytes] | None = None) -> Iterator[tuple[str, ServerState]]:
     """(base URL, state) of a server on 127.0.0.1 serving `files` (default: the catalogue's real files)."""
     state = ServerState(files=dict(files if files is not None else catalogue_files()))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with http_on_loopback(_handler(state)) as url:
+        yield url, state

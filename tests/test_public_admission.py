@@ -7,13 +7,13 @@ that counts the requests it gets, a real DuckDB store.
 from __future__ import annotations
 
 import http.server
-import threading
 
 import pytest
 
 from lab.engines.admission import Admission, check_endpoint
 from lab.errors import EngineSpecError, LabError
 from lab.settings import Settings
+from tests.helpers_servers import http_on_loopback
 from tests.paths import EXCERPT
 from tests.test_store_common import make_results_dir
 from tests.test_ui_handlers import write_stored_run
@@ -46,14 +46,8 @@ def counting_server():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_on_loopback(Handler) as url:
+        yield url, hits
 
 
 def test_stored_stays_inside_the_data_folders_with_engines_allowed(tmp_path):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import http.server
 import json
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ from lab.published.cache import CHECKS_VERSION
 from lab.published.catalogue import load_catalogue, runs_of
 from lab.published.limits import LIMITS_PATH
 from tests.helpers_app import lab_env, run_lab_cli
+from tests.helpers_servers import http_on_loopback
 from tests.paths import TB2LITE
 from tests.test_store_common import make_results_dir
 
@@ -67,15 +67,8 @@ def hostile_server(answer):
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_on_loopback(Handler) as url:
+        yield url, hits
 
 
 def send(handler, body: bytes, status: int = 200, headers: dict | None = None) -> None:
