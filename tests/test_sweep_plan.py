@@ -25,10 +25,35 @@ def test_spec_patterns_expand(tmp_path):
         expand_specs([f"stored:{tmp_path}/nothing-*.json"])
 
 
+def test_spec_patterns_that_would_blow_up_are_refused_by_name(tmp_path):
+    """A range of a billion checkpoints, ranges that multiply past the limit, a 5,000-digit number, an
+    @FILE naming itself: one LabError each, before anything is built (no MemoryError, no RecursionError)."""
+    with pytest.raises(LabError, match=r"expands to 1,000,000,000 engines, over the sweep's limit of 1,000"):
+        expand_specs(["vllm:/ckpt-{1..1000000000}"])
+    with pytest.raises(LabError, match="expands to 1,600 engines"):
+        expand_specs(["vllm:/run-{1..40}/ckpt-{1..40}"])
+    assert len(expand_specs(["vllm:/run-{1..10}/ckpt-{1..10}"])) == 100
+    with pytest.raises(LabError, match="at most 18 digits"):
+        expand_specs(["vllm:/ckpt-{1..%s}" % ("9" * 5000)])
+    loop = tmp_path / "loop.txt"
+    loop.write_text(f"reference\n@{loop}\n")
+    with pytest.raises(LabError, match="names itself"):
+        expand_specs([f"@{loop}"])
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(LabError, match="cannot read this SPEC file"):
+        expand_specs([f"@{binary}"])
+    many = tmp_path / "many.txt"
+    many.write_text("vllm:/a-{1..600}\nvllm:/b-{1..600}\n")  # each fits, together they do not
+    with pytest.raises(LabError, match="over the sweep's limit"):
+        expand_specs([f"@{many}"])
+
+
 def test_shards_split_evenly_and_cover_every_step():
     pieces = split(8, 3)
     assert [len(p) for p in pieces] == [3, 3, 2] and [i for p in pieces for i in p] == list(range(8))
     assert len(split(2, 5)) == 2
+    assert [list(p) for p in split(3, 10**12)] == [[0], [1], [2]]  # at once: a shard per step at most
 
 
 def test_gpu_needs_and_refusals(monkeypatch):

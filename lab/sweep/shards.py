@@ -14,7 +14,7 @@ def split(n_steps: int, shards: int) -> list[range]:
     """Contiguous index ranges, sizes differing by at most one (empty shards dropped)."""
     size, extra = divmod(n_steps, shards)
     out, start = [], 0
-    for i in range(shards):
+    for i in range(min(shards, n_steps)):  # past n_steps every shard is empty
         stop = start + size + (1 if i < extra else 0)
         if stop > start:
             out.append(range(start, stop))

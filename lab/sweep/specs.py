@@ -2,24 +2,56 @@
 from __future__ import annotations
 
 import glob
+import os
 import re
+from functools import lru_cache
 from pathlib import Path
+
+import yaml
 
 from lab.errors import LabError
 
+LIMITS_PATH = Path(__file__).with_name("limits.yaml")
+LIMITS_ENV = "LAB_SWEEP_LIMITS"  # the owner's own limits: a file with the keys of limits.yaml
 _RANGE = re.compile(r"\{(\d+)\.\.(\d+)(?:\.\.(\d+))?\}")
 _GLOB = re.compile(r"[*\[]")  # `?` starts a SPEC's options, so it is no wildcard here
 
 
+@lru_cache(maxsize=1)
+def limits() -> dict[str, int]:
+    """The limits of limits.yaml (or of $LAB_SWEEP_LIMITS)."""
+    path = Path(os.environ.get(LIMITS_ENV) or LIMITS_PATH)
+    return {k: int(v) for k, v in yaml.safe_load(path.read_text(encoding="utf-8")).items()}
+
+
+def _too_many(spec: str, count: int) -> LabError:
+    cap = limits()["max_engines"]
+    return LabError(f"{spec[:200]}: expands to {count:,} engines, over the sweep's limit of {cap:,} "
+                    f"(max_engines in {LIMITS_ENV} or lab/sweep/limits.yaml); narrow the range or split the sweep")
+
+
 def _ranges(spec: str) -> list[str]:
+    """Every `{LOW..HIGH..STEP}` of `spec` expanded (several multiply); counted before any is built."""
+    count = 1
+    for match in _RANGE.finditer(spec):
+        if max(len(g or "") for g in match.groups()) > 18:
+            raise LabError(f"{spec[:200]}: a range's numbers have at most 18 digits")
+        low, high, step = int(match[1]), int(match[2]), int(match[3] or 1)
+        if step < 1 or high < low:
+            raise LabError(f"{spec[:200]}: a range is {{LOW..HIGH..STEP}} with LOW <= HIGH and STEP >= 1")
+        count *= (high - low) // step + 1
+    if count > limits()["max_engines"]:
+        raise _too_many(spec, count)
+    return _expand(spec)
+
+
+def _expand(spec: str) -> list[str]:
     match = _RANGE.search(spec)
     if match is None:
         return [spec]
     low, high, step = int(match[1]), int(match[2]), int(match[3] or 1)
-    if step < 1 or high < low:
-        raise LabError(f"{spec}: a range is {{LOW..HIGH..STEP}} with LOW <= HIGH and STEP >= 1")
     head, tail = spec[: match.start()], spec[match.end():]
-    return [s for n in range(low, high + 1, step) for s in _ranges(f"{head}{n}{tail}")]
+    return [s for n in range(low, high + 1, step) for s in _expand(f"{head}{n}{tail}")]
 
 
 def _globbed(spec: str) -> list[str]:
@@ -43,18 +75,35 @@ def anchored(spec: str) -> str:
     return f"stored:{local.resolve()}{qmark}{options}" if local.exists() else spec
 
 
-def expand_specs(specs: list[str]) -> list[str]:
+def _spec_file(spec: str, reading: tuple[Path, ...]) -> list[str]:
+    """The SPEC lines of `@FILE` (# comments and blank lines left out), refusing a file that names itself
+    (directly or through others) or nests deeper than the limit."""
+    path = Path(spec[1:])
+    if not path.is_file():
+        raise LabError(f"{path}: no such SPEC file")
+    if path.resolve() in reading:
+        raise LabError(f"{path}: the SPEC file names itself (through {' -> '.join(p.name for p in reading)})")
+    if len(reading) >= limits()["max_file_depth"]:
+        raise LabError(f"{path}: SPEC files nest deeper than {limits()['max_file_depth']} (@FILE inside @FILE)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabError(f"{path}: cannot read this SPEC file ({exc.__class__.__name__}); give a UTF-8 text file") from None
+    lines = [ln.strip() for ln in text.splitlines()]
+    return [ln for ln in lines if ln and not ln.startswith("#")]
+
+
+def expand_specs(specs: list[str], _reading: tuple[Path, ...] = ()) -> list[str]:
     """Every engine SPEC of a sweep, in order: `@FILE` reads one SPEC per line (# comments), patterns expand;
-    relative `stored:` paths become absolute (see anchored)."""
+    relative `stored:` paths become absolute (see anchored). More than `max_engines` (limits.yaml) is
+    refused by name before anything is built."""
     out: list[str] = []
     for spec in specs:
         if spec.startswith("@"):
-            path = Path(spec[1:])
-            if not path.is_file():
-                raise LabError(f"{path}: no such SPEC file")
-            lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-            out += expand_specs([ln for ln in lines if ln and not ln.startswith("#")])
-            continue
-        for ranged in _ranges(spec):
-            out += [anchored(s) for s in _globbed(ranged)]
+            out += expand_specs(_spec_file(spec, _reading), (*_reading, Path(spec[1:]).resolve()))
+        else:
+            for ranged in _ranges(spec):
+                out += [anchored(s) for s in _globbed(ranged)]
+        if len(out) > limits()["max_engines"]:
+            raise _too_many(spec, len(out))
     return out
