@@ -35,8 +35,9 @@ def test_home_and_connectors_follow_the_rules():
 
 
 def test_bad_input_is_one_line_and_exit_2():
-    for ref, needle in (('["a"', "--ref: not valid JSON"), ('{"a": 1}', "--ref: expected a JSON list of strings"),
-                        ("[1, 2]", "--ref: expected a JSON list of strings")):
+    for ref, needle in (('["a"', "--ref: invalid JSON"), ('{"a": 1}', "--ref: expected a JSON list of strings"),
+                        ("[1, 2]", "--ref: expected a JSON list of strings"), ("[" * 50_000, "--ref: nested deeper"),
+                        ("[" + "9" * 5000 + "]", "--ref: a number longer than"), ('["\\ud800"]', "--ref:")):
         done = lab("equiv", "--cwd", "/", "--ref", ref, "--pred", "[]")
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and needle in done.stderr

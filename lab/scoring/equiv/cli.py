@@ -5,6 +5,7 @@ import argparse
 import json
 from typing import Any
 
+from lab import jsontext
 from lab.errors import LabError
 from lab.scoring.equiv.pipeline import normalise_units
 from lab.scoring.equiv.registry import EquivContext
@@ -24,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def units_arg(name: str, text: str) -> list[str]:
     """A JSON list of strings, or a one-line error naming the option."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LabError(f"{name}: not valid JSON ({exc.msg} at character {exc.pos})") from None
+        value = jsontext.loads(text)
+    except jsontext.JsonTextError as exc:
+        raise LabError(f"{name}: {exc}") from None
     if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
         raise LabError(f"{name}: expected a JSON list of strings, got {type(value).__name__}")
     return value
