@@ -78,6 +78,12 @@ def test_published_presets_match_design():
         ("transformers:/m?batch_size=many", "batch_size' must be an integer"),
         ("vllm:/m?language_model_only=maybe", "must be true or false"),
         ("transformers:/m?trust_remote_code=true", "unknown option(s) ['trust_remote_code']"),
+        ("vllm:/m?kv_cache_gb=nan", "'kv_cache_gb' must be a finite number"),  # was an unhandled ValueError
+        ("vllm:/m?kv_cache_gb=1e400", "'kv_cache_gb' must be a finite number"),  # was an OverflowError
+        ("vllm:/m?gpu_memory_utilization=inf", "'gpu_memory_utilization' must be a finite number"),
+        ("reference?temperature=nan", "'temperature' must be a finite number"),
+        ("openai:http://127.0.0.1:9/v1#m?timeout=inf", "'timeout' must be a finite number"),
+        ("transformers:/m?batch_size=" + "9" * 5000, "batch_size' must be an integer"),
     ],
 )
 def test_bad_specs_say_what_exists(spec, message):

@@ -14,6 +14,7 @@ them: `true/false`, numbers). The `#` of an `openai:` target belongs to the targ
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from lab.booleans import parse_bool
@@ -70,12 +71,15 @@ def as_bool(value: object, name: str = "option") -> bool:
 
 
 def as_number(value: object, name: str, kind: type = float) -> float | int:
-    """Read an int or float option with a message naming it."""
+    """Read an int or float option with a message naming it (a finite one: nan and inf are refused)."""
+    what = "an integer" if kind is int else "a number"
     try:
-        return kind(value)
-    except (TypeError, ValueError):
-        what = "an integer" if kind is int else "a number"
-        raise EngineSpecError(f"option '{name}' must be {what}, got '{value}'") from None
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise EngineSpecError(f"option '{name}' must be {what}, got '{str(value)[:40]}'") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise EngineSpecError(f"option '{name}' must be a finite number, got '{str(value)[:40]}'")
+    return number
 
 
 def short_name(model: str) -> str:
