@@ -102,5 +102,9 @@ def test_addresses_and_the_dashboard_link():
     for bad in ("http://x:1", "10.0.0.5:port", ":6379"):
         with pytest.raises(LabError, match="expected HEAD:PORT"):
             head_endpoint(bad)
+    from lab.sweep.connect import check_reachable
+
+    with pytest.raises(LabError, match=r"cannot reach the Ray cluster at a{200} \(UnicodeError\)"):
+        check_reachable("a" * 5000)  # a host name IDNA cannot encode was a UnicodeError traceback
     assert dashboard_url(SimpleNamespace(dashboard_url="10.0.0.5:8265")) == "http://10.0.0.5:8265"
     assert dashboard_url(SimpleNamespace(dashboard_url="")) is None

@@ -37,7 +37,7 @@ def head_endpoint(address: str) -> tuple[str, int] | None:
     except ValueError:
         host = port = None
     if not host or (parts.scheme not in ("", "ray")):
-        raise LabError(f"Ray address {address!r}: expected HEAD:PORT, ray://HEAD:PORT, auto or local")
+        raise LabError(f"Ray address {address[:200]!r}: expected HEAD:PORT, ray://HEAD:PORT, auto or local")
     return host, port
 
 
@@ -48,9 +48,9 @@ def check_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
         return
     try:
         socket.create_connection(endpoint, timeout=timeout).close()
-    except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise LabError(f"cannot reach the Ray cluster at {address} ({why}): is `ray start --head` running "
+    except (OSError, UnicodeError) as exc:  # UnicodeError: a host name IDNA cannot encode (a label over 63)
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        raise LabError(f"cannot reach the Ray cluster at {address[:200]} ({why}): is `ray start --head` running "
                        "there, and is the address right?") from None
 
 
@@ -66,7 +66,7 @@ def connect(address: str | None):
     except Exception as exc:  # noqa: BLE001 - ConnectionError, version mismatch …: one line for the user
         ray.shutdown()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise LabError(f"cannot connect to the Ray cluster at {address}: {first}") from None
+        raise LabError(f"cannot connect to the Ray cluster at {address[:200]}: {first[:300]}") from None
     return ray, context
 
 
