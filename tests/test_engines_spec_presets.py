@@ -74,6 +74,10 @@ def test_published_presets_match_design():
         ("stored", "needs a target: stored:PATH"),
         ("openai:http://127.0.0.1:8000", "openai:BASE_URL#MODEL"),
         ("openai:ftp://x#m", "must start with http"),
+        ("openai:http://" + "a" * 300 + "/v1#m", "has no valid host and port"),  # was a UnicodeError (IDNA)
+        ("openai:http://127.0.0.1:1/v1,http://" + "a" * 300 + ":1/v1#m", "has no valid host and port"),
+        ("openai:http://127.0.0.1:99999/v1#m", "has no valid host and port"),
+        ("openai:http:///v1#m", "has no valid host and port"),
         ("transformers:/m?colour=blue", "unknown option(s) ['colour']"),
         ("transformers:/m?batch_size=many", "batch_size' must be an integer"),
         ("vllm:/m?language_model_only=maybe", "must be true or false"),

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from lab.errors import EngineSpecError
 
@@ -20,7 +21,16 @@ def api_root(base_url: str) -> str:
     """`http://h:8000`, `http://h:8000/`, `http://h:8000/v1/` -> `http://h:8000/v1`."""
     root = base_url.strip().rstrip("/")
     if not root.startswith(("http://", "https://")):
-        raise EngineSpecError(f"openai engine: base URL must start with http:// or https://, got '{base_url}'")
+        raise EngineSpecError(f"openai engine: base URL must start with http:// or https://, got '{base_url[:200]}'")
+    try:
+        parts = urlsplit(root)
+        host, _ = parts.hostname, parts.port
+        if not host:
+            raise ValueError("no host")
+        host.encode("idna")
+    except (ValueError, UnicodeError) as exc:  # a bad port, no host, a label over 63 characters
+        raise EngineSpecError(f"openai engine: base URL '{base_url[:200]}' has no valid host and port "
+                              f"({str(exc)[:80] or type(exc).__name__})") from None
     return root if root.endswith("/v1") else root + "/v1"
 
 
