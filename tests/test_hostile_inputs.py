@@ -195,3 +195,32 @@ def test_app_starts_with_dev_null_as_replay(tmp_path):
         stop_process(proc)
     err = proc.stderr.read()
     assert "Traceback" not in err and "/dev/null" in err
+
+
+def _self_listing(tmp_path: Path) -> str:
+    listing = tmp_path / "self.txt"
+    listing.write_text(f"reference\n@{listing}\n")
+    return f"@{listing}"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["sweep", "--engine", "vllm:/ckpt-{1..1000000000}"], ["expands to 1,000,000,000 engines"]),
+    (["sweep", "--engine", "vllm:/r-{1..100}/c-{1..100}"], ["expands to 10,000 engines"]),
+    (["sweep", "--engine", "vllm:/c-{1..%s}" % ("9" * 5000)], ["at most 18 digits"]),
+    (["sweep", "--engine", "SELF"], ["names itself"]),
+    (["sweep", "--engine", "reference", "--ray", "a" * 5000], ["cannot reach the Ray cluster"]),
+    (["sweep", "--engine", "reference", "--ray", "http://x"], ["expected HEAD:PORT"]),
+    (["sweep", "--engine", "vllm:/m?kv_cache_gb=nan", "--ray", "127.0.0.1:1"], ["cannot reach the Ray cluster"]),
+    (["replay", "--engine", "vllm:/m?kv_cache_gb=1e400"], ["kv_cache_gb", "finite"]),
+    (["replay", "--engine", "openai:http://" + "a" * 300 + "/v1#m"], ["no valid host"]),
+    (["equiv", "--cwd", "/", "--ref", "[" * 50_000, "--pred", "[]"], ["--ref", "nested deeper"]),
+    (["equiv", "--cwd", "/", "--ref", "[" + "9" * 5000 + "]", "--pred", "[]"], ["--ref", "longer than"]),
+])
+def test_this_rounds_commands_refuse_hostile_arguments_in_one_line(tmp_path, args, words):
+    """Arguments a fuzzing session threw at `sweep`, `equiv` and the new engine options: each was a traceback
+    (RecursionError, UnicodeError, OverflowError, a billion-engine list) or a hang before; now one line, exit 2."""
+    args = [_self_listing(tmp_path) if a == "SELF" else a for a in args]
+    if args[0] in ("sweep", "replay"):
+        args += ["--replay", str(EXCERPT), "--limit", "1", "--out", str(tmp_path / "runs")]
+    assert_one_line_error(run_lab(*args, timeout=60), *words)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*.json"))
