@@ -49,7 +49,6 @@ def main() -> int:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ctx = stored_lab(root, args.replay, 4, "stored")
