@@ -70,6 +70,11 @@ def test_transformers_serve_lifecycle_ready_crash_restart_stop(tiny_model_dir, t
     assert server.status_text() == "stopped: exit code -9 (SIGKILL)"
     assert server.failure_text().startswith("stopped: exit code -9 (SIGKILL) (log ")
     assert server not in live_servers()
+    deadline = time.monotonic() + 5  # the lab's line follows the state by the group scan's time
+    while "exited on its own" not in server.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    line = [ln for ln in server.log_path.read_text().splitlines() if "exited on its own" in ln][-1]
+    assert f"(pid {first_pid}) exited on its own with code -9 (SIGKILL); " in line  # and what was left, or that none was
 
     server.restart()
     assert server.state == READY and server.pid != first_pid

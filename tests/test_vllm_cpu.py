@@ -135,7 +135,12 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
         assert children
         server.send_signal(signal.SIGKILL)
         assert all(gone(pid, timeout=20) for pid in children), "engine core / worker survived the kill -9"
-        assert "exited on its own with code -9 (SIGKILL); killed the" in log.read_text()
+        # The lab's line says what it found: normally "killed the 3 process(es) left in its group: python3 (…),
+        # VLLM::EngineCore (…), VLLM::Worker (…)". Once in CI the group was already empty when the watcher
+        # looked; what must hold either way is that nothing survives (above), and the log says why it exited.
+        line = [ln for ln in log.read_text().splitlines() if "exited on its own" in ln][-1]
+        assert "exited on its own with code -9 (SIGKILL); " in line
+        assert "killed the" in line or "no other process of its group was alive" in line
         app.send_signal(signal.SIGTERM)
         app.wait(60)
         assert not vllm_processes(str(vllm_model_dir)), "vLLM processes outlived the app"
@@ -277,6 +282,25 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     assert step_outputs(vllm_lab, key).columns_html
 
 
+def show_crash(page, col) -> None:
+    """The crashed column on step 2, with the exit and the lab's log line. Gradio's page reloads itself
+    after it loses its connection to the server (once in CI, on a loaded machine, right after the move):
+    then it is back on step 1, whose answers are cached, and the move is made again."""
+    from playwright.sync_api import expect
+
+    for _ in range(3):
+        try:
+            expect(col).to_have_attribute("data-state", "crashed", timeout=30_000)
+            expect(col.locator(".lab-error-text")).to_contain_text("stopped: exit code -9 (SIGKILL)", timeout=10_000)
+            break
+        except AssertionError:
+            if "step 1 " not in page.locator("#lab-step input").input_value():
+                raise
+            page.locator("#lab-next").click()  # the page reloaded onto step 1
+    expect(col.locator(".lab-error-text")).to_contain_text("stopped: exit code -9 (SIGKILL)")
+    expect(col.locator(".lab-error-text")).to_contain_text("exited on its own with code -9 (SIGKILL)")
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium")
 def test_compare_in_chromium_then_kill_9_leaves_no_engine_core_and_restart_works(vllm_lab):
     from playwright.sync_api import expect, sync_playwright
@@ -301,9 +325,7 @@ def test_compare_in_chromium_then_kill_9_leaves_no_engine_core_and_restart_works
         assert all(gone(pid, timeout=20) for pid in children), "vLLM's engine core / worker outlived its API server"
         assert not group_alive(pgid)
         page.locator("#lab-next").click()
-        expect(col).to_have_attribute("data-state", "crashed", timeout=30_000)
-        expect(col.locator(".lab-error-text")).to_contain_text("stopped: exit code -9 (SIGKILL)")
-        expect(col.locator(".lab-error-text")).to_contain_text("exited on its own with code -9 (SIGKILL)")
+        show_crash(page, col)
         browser.close()
     vllm_lab.pool.restart("vl-key")
     assert vllm_lab.pool.wait(["vl-key"], timeout=600)

@@ -159,7 +159,8 @@ class ManagedServer:
         survivors = group_members(proc.pid)
         _signal_group(proc.pid, signal.SIGKILL)
         _registry.discard(self)
-        left = f"; killed the {len(survivors)} process(es) left in its group: {', '.join(survivors)}" if survivors else ""
+        left = (f"; killed the {len(survivors)} process(es) left in its group: {', '.join(survivors)}" if survivors
+                else "; no other process of its group was alive")
         self._log_line(f"lab: the server process (pid {proc.pid}) exited on its own with code "
                        f"{describe_exit(code)}{left}")
 
