@@ -375,3 +375,25 @@ def test_stopping_a_server_that_is_still_starting_kills_its_group_and_fails_the_
     from lab.engines.servers.supervisor import group_members
 
     assert not group_members(pgid) and server.state == "stopped"
+
+
+def test_vllm_max_model_len_is_capped_at_the_models_own_context(monkeypatch, short_context_model_dir):
+    """Found with the real Gemma 3 270M (32768 positions): the defaults' 49152 made `vllm serve` refuse to
+    start. Without a SPEC's max_model_len the lab passes the model's own context; an asked one is kept."""
+    import sys
+
+    monkeypatch.setenv("LAB_VLLM", sys.executable)  # prepare() checks the executable exists; nothing is started
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
+    engine = create_engine(f"vllm:{short_context_model_dir}", presets=PRESETS)
+    assert engine.settings["max_model_len"] == 49152  # the TB2-lite default, until the model is read
+    engine.prepare()
+    argv = engine.server_argv(9000)
+    assert argv[argv.index("--max-model-len") + 1] == "4096" and engine.configured_max_model_len() == 4096
+    asked = create_engine(f"vllm:{short_context_model_dir}?max_model_len=8192", presets=PRESETS)
+    asked.prepare()
+    assert asked.server_argv(9000)[asked.server_argv(9000).index("--max-model-len") + 1] == "8192"
+    hub = create_engine("vllm:org/not-in-any-cache", presets=PRESETS)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.model_source = "org/not-in-any-cache"
+    hub.fit_context_to_model()  # an id with no local config keeps the default: nothing is downloaded
+    assert hub.settings["max_model_len"] == 49152

@@ -175,6 +175,7 @@ class VLLMServerEngine(ManagedEngine):
         self.lora = lora
         self.options.pop("lora", None)
         settings = dict(preset.engine) if preset else load_engine_defaults()
+        self.max_model_len_asked = "max_model_len" in self.options
         for key in ENGINE_KEYS:
             if key in self.options:
                 settings[key] = typed_setting(key, self.options.pop(key))
@@ -250,6 +251,7 @@ class VLLMServerEngine(ManagedEngine):
             where = f"LAB_VLLM={exe} does not exist" if os.environ.get("LAB_VLLM") else "no `vllm` on PATH and LAB_VLLM is not set"
             raise EngineLoadError(f"cannot start '{exe}' for {self.name}: vLLM is not installed here ({where}); "
                                   f"{self.MISSING_HINT}")
+        self.fit_context_to_model()
         if self.lora:
             folder = local_adapter(self.lora)
             self.adapter = (self.lora_name, folder, adapter_rank(folder))
@@ -257,6 +259,19 @@ class VLLMServerEngine(ManagedEngine):
             self.kv_cache_gb = float(server_settings()["cpu_kv_cache_budget_gb"])
         elif not self.on_cpu and self.gpu_memory_utilization is None:
             self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
+
+    def fit_context_to_model(self) -> None:
+        """Without a SPEC's `max_model_len`, the preset's or the defaults' value (49152, the TB2-lite setting)
+        is capped at the model's own context (its config, read locally, never downloaded): vLLM refuses to
+        start with a `--max-model-len` past it (Gemma 3 270M: 32768 positions)."""
+        if self.max_model_len_asked:
+            return
+        from lab.engines.context import read_context_length
+
+        found = read_context_length(self.model_source)
+        wanted = self.settings.get("max_model_len")
+        if found and (wanted is None or found[0] < int(wanted)):
+            self.settings["max_model_len"] = found[0]
 
     def server_env(self) -> dict[str, str | None]:
         env: dict[str, str | None] = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, self.gpus))} if self.gpus else {}
