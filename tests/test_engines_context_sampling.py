@@ -76,6 +76,7 @@ def test_transformers_serve_reads_its_context_refuses_long_prompts_and_samples(s
     engine.load()
     try:
         assert engine.max_model_len == POSITIONS and engine.overlong_prompt == "reject"
+        assert engine.engine_settings()["max_model_len"] == POSITIONS  # the result file records it too
         key, prompt, n = longest_prompt(engine)
         started = time.monotonic()
         [refused] = engine.generate([Request(step=None, prompt=prompt)], Sampling(temperature=0, max_tokens=12))

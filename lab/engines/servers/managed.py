@@ -208,6 +208,8 @@ class ManagedEngine(EngineBase):
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys: the client's settings plus the server's command line."""
         settings = dict(self.client.engine_settings()) if self.client is not None else {}
+        if not settings.get("max_model_len") and self.max_model_len:  # `transformers serve` does not report it:
+            settings["max_model_len"] = self.max_model_len  # the context the lab read from the model's config
         if self.server is not None:
             settings["server_argv"] = list(self.server.argv)
         return settings
