@@ -21,6 +21,26 @@ DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["corrected
 LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["legacy"])
 
 
+def read_limits(default: Path, env: str, what: str) -> dict:
+    """A limits file (YAML mapping): `default`, or the file the environment variable `env` names (the owner's
+    own limits). LabError naming the file when it cannot be read."""
+    import yaml
+
+    from lab.errors import LabError
+
+    path = Path(os.environ.get(env) or default)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data, why = None, type(exc).__name__
+    else:
+        why = "not a mapping"
+    if not isinstance(data, dict):
+        where = f"{env}={path}" if os.environ.get(env) else str(path)
+        raise LabError(f"{where}: cannot read {what} ({why})")
+    return data
+
+
 def _env_flag(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     parsed = None if value is None else parse_bool(value)

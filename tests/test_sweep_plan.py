@@ -49,6 +49,25 @@ def test_spec_patterns_that_would_blow_up_are_refused_by_name(tmp_path):
         expand_specs([f"@{many}"])
 
 
+def test_the_owners_sweep_limits_file_is_read_or_named(tmp_path, monkeypatch):
+    from lab.sweep import specs
+
+    own = tmp_path / "limits.yaml"
+    own.write_text("max_engines: 2\nmax_file_depth: 8\n")
+    monkeypatch.setenv("LAB_SWEEP_LIMITS", str(own))
+    specs.limits.cache_clear()
+    try:
+        with pytest.raises(LabError, match="over the sweep's limit of 2"):
+            expand_specs(["vllm:/c-{1..3}"])
+        monkeypatch.setenv("LAB_SWEEP_LIMITS", str(tmp_path / "missing.yaml"))
+        specs.limits.cache_clear()
+        with pytest.raises(LabError, match=r"LAB_SWEEP_LIMITS=.*missing.yaml: cannot read the sweep limits"):
+            expand_specs(["reference"])
+    finally:
+        monkeypatch.delenv("LAB_SWEEP_LIMITS")
+        specs.limits.cache_clear()
+
+
 def test_shards_split_evenly_and_cover_every_step():
     pieces = split(8, 3)
     assert [len(p) for p in pieces] == [3, 3, 2] and [i for p in pieces for i in p] == list(range(8))

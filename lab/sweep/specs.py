@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import glob
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from lab.errors import LabError
+from lab.settings import read_limits
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 LIMITS_ENV = "LAB_SWEEP_LIMITS"  # the owner's own limits: a file with the keys of limits.yaml
@@ -20,8 +18,7 @@ _GLOB = re.compile(r"[*\[]")  # `?` starts a SPEC's options, so it is no wildcar
 @lru_cache(maxsize=1)
 def limits() -> dict[str, int]:
     """The limits of limits.yaml (or of $LAB_SWEEP_LIMITS)."""
-    path = Path(os.environ.get(LIMITS_ENV) or LIMITS_PATH)
-    return {k: int(v) for k, v in yaml.safe_load(path.read_text(encoding="utf-8")).items()}
+    return {k: int(v) for k, v in read_limits(LIMITS_PATH, LIMITS_ENV, "the sweep limits").items()}
 
 
 def _too_many(spec: str, count: int) -> LabError:

@@ -1,12 +1,10 @@
 """Size caps on what-if edits (limits.yaml): a visitor cannot make the lab render megabytes."""
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from lab.settings import read_limits
 from lab.whatif.edit import FIELD_KINDS, EditError, FieldEdit, WhatIf
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
@@ -16,8 +14,7 @@ LIMITS_ENV = "LAB_WHATIF_LIMITS"  # the owner's own caps: a file with the keys o
 @lru_cache(maxsize=1)
 def limits() -> dict[str, int]:
     """The caps of limits.yaml."""
-    path = Path(os.environ.get(LIMITS_ENV) or LIMITS_PATH)
-    return {k: int(v) for k, v in yaml.safe_load(path.read_text(encoding="utf-8")).items()}
+    return {k: int(v) for k, v in read_limits(LIMITS_PATH, LIMITS_ENV, "the what-if caps").items()}
 
 
 def check_edit(edit: FieldEdit) -> None:

@@ -24,10 +24,10 @@ def api_root(base_url: str) -> str:
         raise EngineSpecError(f"openai engine: base URL must start with http:// or https://, got '{base_url[:200]}'")
     try:
         parts = urlsplit(root)
-        host, _ = parts.hostname, parts.port
-        if not host:
+        parts.port  # noqa: B018 - raises ValueError for a port past 65535
+        if not parts.hostname:
             raise ValueError("no host")
-        host.encode("idna")
+        parts.hostname.encode("idna")
     except (ValueError, UnicodeError) as exc:  # a bad port, no host, a label over 63 characters
         raise EngineSpecError(f"openai engine: base URL '{base_url[:200]}' has no valid host and port "
                               f"({str(exc)[:80] or type(exc).__name__})") from None
