@@ -55,6 +55,8 @@ class Settings:
     - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
     - `cache_dir`: downloads (the public replay file).
+    - `replay_sha256`, `replay_size`: what a downloaded replay file must be ($LAB_REPLAY_SHA256,
+      $LAB_REPLAY_SIZE; unset: not checked), besides the format and the size cap every download has.
     - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
     - `whatif_shared`: whether what-if edits made on the page go to the shared store (off on a public
       Space unless the owner sets LAB_WHATIF_SHARED=1: visitors' edits then stay in their session).
@@ -67,8 +69,10 @@ class Settings:
     cache_dir: Path = field(
         default_factory=lambda: Path(os.environ.get("LAB_CACHE_DIR", Path.home() / ".cache" / "tb2lite-lab"))
     )
-    replay_path: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY"))
-    replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL", DEFAULT_REPLAY_URL))
+    replay_path: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY") or None)
+    replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL") or DEFAULT_REPLAY_URL)
+    replay_sha256: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SHA256") or None)
+    replay_size: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SIZE") or None)
     public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
     allow_engine_loading: bool | None = None
     whatif_shared: bool | None = None

@@ -182,7 +182,7 @@ def load_replay(source: str | Path | Iterable[dict] | None, mode: ReplayMode = "
     if source is None or isinstance(source, (str, Path)):
         from lab.data.sources import resolve_replay_source
 
-        resolved = resolve_replay_source(None if source is None else str(source), settings)
+        resolved = resolve_replay_source(None if source is None else str(source), settings, check=check_replay_file)
         path, rows = resolved.label, resolved.rows
     else:
         path, rows = "<rows>", [dict(row) for row in source]
@@ -195,6 +195,19 @@ def load_replay(source: str | Path | Iterable[dict] | None, mode: ReplayMode = "
     kept = [s for s in steps if _keep(s, mode)]
     return ReplaySet(steps=kept, path=path, mode=mode, problems=problems.items, formats=dict(formats),
                      fingerprint=hasher.hexdigest())
+
+
+def check_replay_file(path: Path, url: str) -> None:
+    """A downloaded file is a replay file: every line a valid record (strict, as `load_replay` reads it) and
+    at least one step; LabError naming the URL and the line otherwise (a download's format check)."""
+    problems = _Problems(lenient=False)
+    try:
+        steps, _ = steps_from_records(iter_jsonl(path, problems), url, problems)
+    except ReplayFormatError as exc:
+        where = f"line {exc.line}" + (f" field '{exc.field}'" if exc.field else "")
+        raise LabError(f"the file from {url} is not a replay file ({where}: {exc.problem[:200]}); nothing was kept") from None
+    if not steps:
+        raise LabError(f"the file from {url} is not a replay file (no steps in it); nothing was kept")
 
 
 def _row_records(rows: Iterable[dict]) -> Iterable[RawRecord]:

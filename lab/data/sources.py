@@ -1,14 +1,13 @@
 """Where replay records come from: a local `.jsonl`, anything `datasets` loads, or a download."""
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
+from lab.data.download import Expected, FileCheck, fetch_checked
 from lab.errors import LabError
 
 DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
@@ -36,12 +35,14 @@ def _missing(source: str, url: str | None) -> LabError:
     return LabError(f"replay source {source!r} not found: pass --replay PATH (a .jsonl replay file){hint}")
 
 
-def resolve_replay_source(source: str | None, settings=None, split: str = "train") -> ReplaySource:
+def resolve_replay_source(source: str | None, settings=None, split: str = "train",
+                          check: FileCheck | None = None) -> ReplaySource:
     """Resolve `source` (or `settings.replay_path`, or the cached download) to records.
 
     Accepts a local `.jsonl` file, a local json/parquet/csv file or folder (via `datasets`),
-    an `http(s)://` URL (downloaded into `settings.cache_dir` once), or a Hub dataset id
-    `org/name`. Nothing is downloaded unless the source asks for it.
+    an `http(s)://` URL (downloaded into `settings.cache_dir` once, held to `settings`' expected sha256
+    and size and to `check`), or a Hub dataset id `org/name`. Nothing is downloaded unless the source
+    asks for it.
     """
     url = getattr(settings, "replay_url", None)
     if source is None:
@@ -54,7 +55,7 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
         raise _missing("(none given)", url)
     if source.startswith(("http://", "https://")):
         cache_dir = getattr(settings, "cache_dir", None) or Path.home() / ".cache" / "tb2lite-lab"
-        path = download_replay(source, cache_dir)
+        path = download_replay(source, cache_dir, expect=expected_replay(settings), check=check)
         return ReplaySource("jsonl", str(path), path=path)
     path = Path(source).expanduser()
     if path.exists() and not (path.is_file() or path.is_dir()):  # /dev/null, a FIFO: never read (it could block)
@@ -66,6 +67,11 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
     if HUB_ID.match(source) and not source.endswith(tuple(DATASETS_FILE_TYPES)):
         return ReplaySource("datasets", source, rows=_load_with_datasets(source, split))
     raise _missing(source, url)
+
+
+def expected_replay(settings) -> Expected:
+    """The owner's LAB_REPLAY_SHA256 / LAB_REPLAY_SIZE (settings.replay_sha256 / replay_size) as an Expected."""
+    return Expected.parse(getattr(settings, "replay_sha256", None), getattr(settings, "replay_size", None))
 
 
 def _load_local_with_datasets(path: Path, split: str) -> list[dict]:
@@ -118,43 +124,30 @@ def download_replay(
     progress: bool = True,
     force: bool = False,
     on_progress: ProgressCallback | None = None,
-    timeout: float = 60.0,
+    expect: Expected | None = None,
+    check: FileCheck | None = None,
+    out: str | Path | None = None,
 ) -> Path:
-    """Download the public replay file into `cache_dir` (once) and return its path.
+    """Download the public replay file into `cache_dir` (once; `out`: to that path instead) and return its path.
 
-    Streams with httpx into a temporary file beside the target and renames it atomically,
-    so an interrupted download never leaves a partial file. `on_progress(done, total)` is
-    called per chunk (for the UI); `progress` shows a tqdm bar. `force=True` re-downloads.
+    The file is checked before it is kept (`lab.data.download.fetch_checked`: size cap, `expect`ed size and
+    sha256, plain bytes, deadline, then `check`, the format) and renamed into place atomically, so an
+    interrupted or refused download never leaves a file. A cached file that is not the `expect`ed one is
+    downloaded again. `on_progress(done, total)` is called per chunk (for the UI); `progress` shows a tqdm
+    bar. `force=True` re-downloads.
     """
-    import httpx
-    from tqdm.auto import tqdm
-
     from lab.settings import DEFAULT_REPLAY_URL, Settings
 
     url = url or DEFAULT_REPLAY_URL
-    cache_dir = Path(cache_dir) if cache_dir is not None else Settings().cache_dir
-    target = cached_replay_path(url, cache_dir)
-    if target.exists() and not force:
+    expect = expect or Expected()
+    if out is not None:
+        target = Path(out)
+    else:
+        cache_dir = Path(cache_dir) if cache_dir is not None else Settings().cache_dir
+        target = cached_replay_path(url, cache_dir)
+    if target.is_file() and not force and expect.problem(target) is None:
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=cache_dir)
     try:
-        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as resp:
-            if resp.status_code != 200:
-                raise LabError(f"downloading the replay file from {url} failed: HTTP {resp.status_code}; pass --replay PATH")
-            total = int(resp.headers["content-length"]) if "content-length" in resp.headers else None
-            done = 0
-            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, disable=not progress) as bar:
-                for chunk in resp.iter_bytes():
-                    out.write(chunk)
-                    done += len(chunk)
-                    bar.update(len(chunk))
-                    if on_progress is not None:
-                        on_progress(done, total)
-        os.replace(tmp_name, target)
-    except httpx.HTTPError as exc:
-        raise LabError(f"downloading the replay file from {url} failed: {exc}; pass --replay PATH") from exc
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-    return target
+        return fetch_checked(url, target, expect, check, progress, on_progress)
+    except LabError as exc:
+        raise LabError(f"{exc}; pass --replay PATH") from None

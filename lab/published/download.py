@@ -25,7 +25,7 @@ ProgressFn = Callable[[int, int | None], None]
 
 
 def base_url() -> str:
-    return os.environ.get("LAB_PUBLISHED_BASE_URL", DEFAULT_BASE_URL).rstrip("/")
+    return (os.environ.get("LAB_PUBLISHED_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")  # "" (a build arg): unset
 
 
 def url_of(entry: Entry, base: str | None = None) -> str:

@@ -115,9 +115,11 @@ class LabContext:
 
     def download_replay(self) -> None:
         """Download the public replay file into the cache and load it (raises LabError on failure)."""
-        from lab.data import download_replay
+        from lab.data import check_replay_file, download_replay
+        from lab.data.sources import expected_replay
 
-        path = download_replay(self.settings.replay_url, self.settings.cache_dir)
+        path = download_replay(self.settings.replay_url, self.settings.cache_dir, expect=expected_replay(self.settings),
+                               check=check_replay_file)
         self.set_replay(load_replay(str(path), settings=self.settings))
 
     # --- store -------------------------------------------------------------------------
