@@ -210,8 +210,16 @@ class CompareTab:
         )
 
 
+PUBLIC_NO_REPLAY = ("<p>The owner of this Space has not configured the replay file, so Compare has no steps to show; "
+                    "you can still browse Results, Triage and the published runs.</p>")
+
+
 def no_replay_panel(ctx: LabContext) -> str:
-    """What Compare shows when no replay data is configured."""
+    """What Compare shows when no replay data is configured: to a visitor of a public deployment one line
+    (the replay is the owner's to configure; no control offered that would be refused), to the owner how
+    to configure it."""
+    if ctx.settings.public:
+        return render_notice("No replay data configured", PUBLIC_NO_REPLAY, "warn")
     url = ctx.settings.replay_url
     problem = f"<p class='lab-muted'>{ctx.replay_error_html}</p>" if ctx.replay_error_html else ""
     return render_notice(
@@ -228,8 +236,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     """Lay out the Compare tab and wire its events."""
     with gr.Tab("Compare", id="compare") as tab:
         notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
-        download = gr.Button("Download the public replay file", visible=ctx.replay is None, variant="primary",
-                             elem_id="lab-download-replay")
+        # not offered to a visitor of a public deployment (it would be refused: the replay is the owner's)
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None and not ctx.settings.public,
+                             variant="primary", elem_id="lab-download-replay")
         with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
             first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
             task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
