@@ -35,21 +35,42 @@ ENV PATH=/opt/venv/bin:$PATH \
 RUN if getent passwd 1000 >/dev/null; then userdel -r "$(getent passwd 1000 | cut -d: -f1)"; fi \
     && useradd -m -u 1000 user && mkdir -p /data && chown user /data
 WORKDIR /home/user/app
+# Layers from here on are ordered by how often they change: the requirements (rare) before the code
+# (every commit), so a change to lab/ rebuilds only the cheap layers below `COPY . .`.
+# TORCH_INDEX: where the CPU torch wheel comes from (a mirror or PyPI where PyTorch's index is unreachable).
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 COPY --chown=user requirements*.txt ./
-RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+RUN pip install --no-cache-dir torch==2.13.0 --index-url "$TORCH_INDEX" \
     && pip install --no-cache-dir -r requirements.txt
 RUN if [ "$VLLM" = "1" ]; then \
       python3 -m venv /opt/vllm && /opt/vllm/bin/pip install --no-cache-dir -r requirements-vllm.txt; \
     fi
 COPY --chown=user . .
+# Bytecode compiled here, so a start writes none; temporary files (Gradio's, exports) go under /data, the
+# one place besides the app's folder a Space writes to (with persistent storage mounted there and no tmp/ in
+# it, Python falls back to /tmp).
+RUN python -m compileall -q app.py lab && mkdir -p /data/tmp && chown user /data/tmp
+# The replay file Compare needs, baked in at build time (default: the public file at its pinned commit).
+# `python -m lab data download` checks it as it does any download: a size cap (and LAB_REPLAY_SIZE when
+# given), LAB_REPLAY_SHA256 when given, and that every line is a replay record; a failed check fails the
+# build. LAB_REPLAY_URL="" bakes nothing (the owner can set LAB_REPLAY, a path or URL, at start instead).
+ARG LAB_REPLAY_URL=https://raw.githubusercontent.com/LLM-OS-Models/Terminal/e208c0181c86a002916e8ae4a08c820654c1a858/tb2_lite/data/replay_full.jsonl
+ARG LAB_REPLAY_SHA256=""
+ARG LAB_REPLAY_SIZE=""
+RUN if [ -n "$LAB_REPLAY_URL" ]; then \
+      python -m lab data download --out replay/replay_full.jsonl --quiet && chown -R user replay; \
+    fi
+ENV LAB_REPLAY=${LAB_REPLAY_URL:+/home/user/app/replay/replay_full.jsonl}
 # Published per-step runs the owner wants visitors to see (series or run names separated by ';',
 # or 'all'): fetched into results/published/ at build time. LAB_PUBLISHED set at start time (Space
 # variable) fetches them on start instead; either way visitors just see them.
 ARG LAB_PUBLISHED=""
+ARG LAB_PUBLISHED_BASE_URL=""
 RUN if [ -n "$LAB_PUBLISHED" ]; then \
       LAB_CACHE_DIR=/tmp/lab-cache python -m lab data published fetch --set "$LAB_PUBLISHED" --quiet \
-      && chown -R user results; \
+      && rm -rf /tmp/lab-cache && chown -R user results; \
     fi
+ENV TMPDIR=/data/tmp
 USER user
 EXPOSE 7860
 CMD ["python", "app.py"]

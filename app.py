@@ -55,4 +55,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        status = main()
+    except SystemExit as stop:  # SIGTERM (exit handlers) or an argument error
+        status = stop.code
+    from lab.engines.servers import exit_promptly
+
+    exit_promptly(status)  # no slow interpreter teardown: a Space stops within 10 s of SIGTERM

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs (Python packages, Debian's Chromium, vLLM's CPU
-# environment) and run it.
+# environment, podman and the Space image's stand-in base) and run it.
 # Usage: bash scripts/test.sh [pytest args…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! command -v chromium >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
@@ -18,4 +18,13 @@ if ! LAB_VLLM="$(bash scripts/vllm_cpu_env.sh)"; then
   exit 1
 fi
 export LAB_VLLM
+# The Space image's test (tests/test_space_image.py) builds the Dockerfile with podman on a stand-in for
+# python:3.11-slim (no container registry is reachable here): ../shared/space-image/make_base.sh makes it once
+# (installing podman, debootstrap and runc when missing); podman's cache keeps it and the image's layers.
+if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookworm-py 2>/dev/null; then
+  if ! $SUDO bash ../shared/space-image/make_base.sh >/dev/null; then
+    echo "test.sh: cannot make the Space image's base with ../shared/space-image/make_base.sh (above); the podman test needs it" >&2
+    exit 1
+  fi
+fi
 python -m pytest "$@"
