@@ -18,10 +18,10 @@ import httpx
 
 
 @contextmanager
-def http_on_loopback(handler: type) -> Iterator[str]:
-    """A real threaded HTTP server on 127.0.0.1 (a free port) with `handler`; yields its base URL and
-    shuts it down on exit."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def http_on_loopback(handler: type, port: int = 0) -> Iterator[str]:
+    """A real threaded HTTP server on 127.0.0.1 (`port`, default a free one) with `handler`; yields its base
+    URL and shuts it down on exit."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -76,8 +76,9 @@ def _handler(state: ServerState):
 
 
 @contextmanager
-def published_server(files: dict[str, bytes] | None = None) -> Iterator[tuple[str, ServerState]]:
-    """(base URL, state) of a server on 127.0.0.1 serving `files` (default: the catalogue's real files)."""
+def published_server(files: dict[str, bytes] | None = None, port: int = 0) -> Iterator[tuple[str, ServerState]]:
+    """(base URL, state) of a server on 127.0.0.1 (`port`, default a free one) serving `files` (default: the
+    catalogue's real files)."""
     state = ServerState(files=dict(files if files is not None else catalogue_files()))
-    with http_on_loopback(_handler(state)) as url:
+    with http_on_loopback(_handler(state), port) as url:
         yield url, state

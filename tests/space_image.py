@@ -7,7 +7,7 @@ import hashlib
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +19,7 @@ BASE = "localhost/bookworm-py"
 MAKE_BASE = REPO.parent / "shared" / "space-image" / "make_base.sh"
 TAG = "localhost/tb2lite-lab-space-test"
 REPLAY_URL_PATH = "/replay/replay_full.jsonl"
+BUILD_PORT = 38529  # fixed, so that the build arguments (URLs) and with them podman's cache stay the same
 APP = "/home/user/app"
 # The published runs the test's loopback server has (../shared/tb2lite/published/): their run names.
 PUBLISHED = "llada21_flash_transformers_sample10_suffix_len256; llada21_flash_transformers_smoke"
@@ -60,6 +61,20 @@ def served_files() -> dict[str, bytes]:
     from tests.published_server import catalogue_files
 
     return {REPLAY_URL_PATH: EXCERPT.read_bytes(), **catalogue_files()}
+
+
+@contextmanager
+def build_server() -> Iterator[str]:
+    """The loopback server the build downloads from (served_files()), on BUILD_PORT when it is free: the
+    same URLs in the build arguments each run, so podman's cache keeps even the download layers."""
+    from tests.published_server import published_server
+
+    with ExitStack() as stack:
+        try:
+            base, _ = stack.enter_context(published_server(served_files(), port=BUILD_PORT))
+        except OSError:  # the port is taken: a free one (the layers from the replay download on are rebuilt)
+            base, _ = stack.enter_context(published_server(served_files()))
+        yield base
 
 
 @dataclass

@@ -21,8 +21,7 @@ import pytest
 
 from lab.data import load_replay
 from tests.paths import EXCERPT, REPO
-from tests.published_server import published_server
-from tests.space_image import APP, build_image, changed_by_podman, changed_paths, image_size, logs, served_files, \
+from tests.space_image import APP, build_image, build_server, changed_by_podman, changed_paths, image_size, logs, \
     space_container, stop_with_sigterm
 from tests.test_public_hostile import call, private_call
 from tests.test_public_mode import visitor
@@ -37,7 +36,7 @@ WRITABLE = (f"{APP}/", "/data/")
 def space(tmp_path_factory):
     """(container, build) of the image built from this checkout, running as a Space."""
     root = tmp_path_factory.mktemp("space-image")
-    with published_server(served_files()) as (base, _):
+    with build_server() as base:
         build = build_image(base, root / "build.log")
     size = image_size(build.tag)
     with space_container(build.tag) as container:

@@ -197,4 +197,15 @@ def launch_options() -> dict:
     event's inputs and outputs (whole columns of HTML) into the browser's localStorage on each step
     switch, the largest cost of a switch in the browser."""
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
-    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **launch_limits()}
+    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **launch_limits(),
+            **_no_self_check()}
+
+
+def _no_self_check() -> dict:
+    """Skip launch()'s check that the page answers a HEAD within 3 s (Gradio's `_frontend`): on a loaded
+    machine the first render takes longer, and the check then ends the app with "When localhost is not
+    accessible, a shareable link must be created" (seen with the Space image at load 28). The lab never
+    makes share links, so the check has nothing to decide. Left out where launch() has no such parameter."""
+    import inspect
+
+    return {"_frontend": False} if "_frontend" in inspect.signature(gr.Blocks.launch).parameters else {}
