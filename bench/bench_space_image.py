@@ -61,9 +61,9 @@ Compare's context panel; timed inside the page). No engine is loaded, so Compare
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page()
-            page.goto(url, wait_until="commit")
+            page.goto(url, wait_until="commit", timeout=600_000)
             page.wait_for_function("() => { const c = document.querySelector('#lab-context');"
-                                   " return !!c && c.textContent.includes('task-'); }", timeout=120_000)
+                                   " return !!c && c.textContent.includes('task-'); }", timeout=600_000)
             ms = page.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(() => r(performance.now()), 0)))")
         finally:
             browser.close()
@@ -103,8 +103,10 @@ def main() -> int:
     for i in range(args.starts):
         with space_container() as container:
             starts.append(container.start_s)
+            print(f"start {i + 1}: {container.start_s:.1f} s to serving", flush=True)
             if i == 0:
                 loads.append(first_page_load(container.url))
+                print(f"first page load: {loads[0]:.2f} s", flush=True)
     print(f"start to serving: median {statistics.median(starts):.1f} s (min {min(starts):.1f}, max {max(starts):.1f}, "
           f"{len(starts)} starts)")
     print(f"first page load in Chromium (navigation to the first step painted): {loads[0]:.2f} s")

@@ -34,7 +34,7 @@ def podman() -> list[str]:
     exe = shutil.which("podman")
     if exe is None:
         raise PodmanMissing("podman is not installed: run `bash scripts/test.sh` (it runs "
-                            f"{MAKE_BASE.relative_to(REPO.parent)}, which installs podman, debootstrap and runc)")
+                            "../shared/space-image/make_base.sh, which installs podman, debootstrap and runc)")
     return [exe, "--runtime", "runc"]
 
 
@@ -128,7 +128,7 @@ class Container:
 
 
 @contextmanager
-def space_container(tag: str = TAG, env: dict[str, str] | None = None, timeout: float = 180.0) -> Iterator[Container]:
+def space_container(tag: str = TAG, env: dict[str, str] | None = None, timeout: float = 420.0) -> Iterator[Container]:
     """Run the image as a Space runs it: SPACE_ID set, uid 1000, PORT a free port (on 127.0.0.1 here, since
     the container shares the host's network); yields once the page answers; the container is removed after."""
     port = free_port()
