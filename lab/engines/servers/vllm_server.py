@@ -181,7 +181,7 @@ class VLLMServerEngine(ManagedEngine):
                 settings[key] = typed_setting(key, self.options.pop(key))
         self.settings = settings
         self.trust_remote_code = bool(preset.trust_remote_code) if preset else False
-        self.served_name = (preset.key if preset else short_name(model)) or "model"
+        self.served_name = (preset.key if preset and not config.preset_on_target else short_name(model)) or "model"
         self.lora_name = short_name(lora) if lora else None
         self.adapter: tuple[str, str, int] | None = None
         self.model_source = model
