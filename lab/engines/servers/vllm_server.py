@@ -260,6 +260,10 @@ class VLLMServerEngine(ManagedEngine):
         elif not self.on_cpu and self.gpu_memory_utilization is None:
             self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
 
+    def package_hint(self, package: str) -> str:
+        return (f"install {package} into vLLM's own environment ({self.server.argv[0]}); on CPU, "
+                "../shared/vllm-cpu/install.sh makes one with a CPU torchvision (README, vLLM on CPU)")
+
     def fit_context_to_model(self) -> None:
         """Without a SPEC's `max_model_len`, the preset's or the defaults' value (49152, the TB2-lite setting)
         is capped at the model's own context (its config, read locally, never downloaded): vLLM refuses to
