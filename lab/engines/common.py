@@ -56,12 +56,11 @@ def model_lora_name(config: EngineConfig, example: str) -> tuple[str, str | None
     preset = config.preset
     if not config.target:
         raise EngineSpecError(f"engine spec '{config.spec}': give a model, e.g. {example}")
-    model = config.target if config.preset_on_target or not preset else preset.hf_id
     given = config.options.get("lora")
+    if preset and not config.preset_on_target:  # a bare preset: its own model
+        return preset.hf_id, given or preset.lora, preset.display_name
     lora = given or (preset.lora if preset else None)
-    if preset and not config.preset_on_target:
-        return model, lora, preset.display_name
-    return model, lora, short_name(given or (model if preset else lora or model))
+    return config.target, lora, short_name(given or config.target)  # the preset's adapter does not name it
 
 
 def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
