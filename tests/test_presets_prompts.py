@@ -87,3 +87,27 @@ def test_lfm2_preset_uses_its_chatml_template_and_keeps_thinking(tokenizers, ste
     assert prompt.stripped_thinking_blocks == 0 and "<|im_start|>assistant\n<think>" in prompt.text
     assert lfm(prompt.text).input_ids[0] == lfm.bos_token_id  # one <|startoftext|>: the template's
     assert lfm(prompt.text).input_ids[1] != lfm.bos_token_id
+
+
+@pytest.mark.slow
+def test_transformers_engine_applies_an_adapter_made_on_the_multimodal_class(tmp_path):
+    """`transformers:QWEN35?lora=ADAPTER`: the adapter names `model.language_model.layers.N` (made on
+    `Qwen3_5ForConditionalGeneration`), which `AutoModelForCausalLM`'s `Qwen3_5ForCausalLM` lacks; the engine
+    then builds the checkpoint's own class, and the adapter changes the logits (it used to fail to load)."""
+    import torch
+
+    from tests.helpers_presets import save_qwen35, save_qwen35_lora
+
+    folder = save_qwen35(tmp_path / "qwen35", positions=2048)
+    adapter = save_qwen35_lora(folder, tmp_path / "adapter")
+    with_lora = create_engine(f"transformers:{folder}?preset=qwen35-08b-grpo&lora={adapter}&device=cpu")
+    plain = create_engine(f"transformers:{folder}?preset=qwen35-2b-sft&device=cpu")
+    with_lora.load()
+    plain.load()
+    assert type(with_lora.model.get_base_model()).__name__ == "Qwen3_5ForConditionalGeneration"
+    ids = torch.tensor([plain.tokenizer("ls -la /app").input_ids])
+    with torch.inference_mode():
+        adapted, base = with_lora.model(input_ids=ids).logits[0, -1], plain.model(input_ids=ids).logits[0, -1]
+        with with_lora.model.disable_adapter():
+            assert torch.allclose(with_lora.model(input_ids=ids).logits[0, -1], base, atol=1e-4)
+    assert not torch.allclose(adapted, base, atol=1e-3)
