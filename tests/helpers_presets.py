@@ -205,3 +205,13 @@ def save_gemma4(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
                           video_token_id=ids("<|video|>"), tie_word_embeddings=True)
     torch.manual_seed(seed)
     return _finish(Gemma4ForConditionalGeneration(config), tokenizer, folder, torch.float32)
+
+
+def vllm_test_env(exe: str, root: Path) -> dict[str, str]:
+    """The environment a vLLM test runs the lab in (as tests/test_vllm_cpu.py's): LAB_VLLM, the CPU
+    backend, offline, vLLM's caches and the lab's logs in `root`."""
+    return {
+        "LAB_VLLM": exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_CACHE_ROOT": str(root / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
+    }
