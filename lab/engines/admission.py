@@ -117,7 +117,9 @@ class Admission:
                 check_endpoint(url, self.allowed_hosts)
         if visitor and self.public:
             check_visitor_options(config, self.data_roots)
-            if config.kind not in DATA_KINDS and config.kind != "openai" and config.preset is None:
+            if config.preset_on_target:
+                check_visitor_preset(config)
+            if config.kind not in DATA_KINDS and config.kind != "openai" and (config.preset is None or config.preset_on_target):
                 confined_model(config.target, self.data_roots)
 
 
@@ -137,6 +139,19 @@ def confined_model(target: str, roots: list[Path], what: str = "model") -> None:
         if not local.exists() or inside(local, roots):
             return
     confined_path(text, roots, what=what, why=why)
+
+
+def check_visitor_preset(config: EngineConfig) -> None:
+    """A visitor's `?preset=KEY`: open only while visitor_options.yaml lists `preset`. The preset's
+    settings are the owner's, except `trust_remote_code`: it was vetted for the preset's own model, so
+    a preset that runs a model's code is never applied to a checkpoint a visitor names."""
+    if "preset" not in visitor_options()["options"]:
+        raise EngineSpecError("option 'preset' is not open to visitors of this public deployment")
+    if config.preset is not None and config.preset.trust_remote_code:
+        raise EngineSpecError(
+            f"preset '{config.preset.key}' runs its model's own code (trust_remote_code); on this public "
+            f"deployment it loads only its own model ({config.preset.key} alone), never another checkpoint"
+        )
 
 
 def _number(key: str, value: str, rule: dict, limit: int) -> float:

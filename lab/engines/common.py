@@ -41,21 +41,26 @@ class EngineConfig:
     target: str
     options: dict = field(default_factory=dict)
     preset: Preset | None = None
+    # `?preset=KEY`: the preset's settings on the checkpoint the SPEC names (target), not on its hf_id
+    preset_on_target: bool = False
 
 
 def model_lora_name(config: EngineConfig, example: str) -> tuple[str, str | None, str]:
     """(model id, LoRA adapter or None, display name) of a model engine's config.
 
     A preset gives its `hf_id` (the base model when it has a `lora`); a SPEC option `lora=`
-    overrides the preset's adapter. `example` completes the error for a missing target.
+    overrides the preset's adapter. With `?preset=KEY` the model is the SPEC's own target (a
+    checkpoint folder or Hub id) and the name is the checkpoint's (or the given adapter's), so a
+    sweep's engines keep apart. `example` completes the error for a missing target.
     """
     preset = config.preset
     if not config.target:
         raise EngineSpecError(f"engine spec '{config.spec}': give a model, e.g. {example}")
-    model = preset.hf_id if preset else config.target
-    lora = config.options.get("lora") or (preset.lora if preset else None)
-    name = preset.display_name if preset else short_name(lora or model)
-    return model, lora, name
+    given = config.options.get("lora")
+    if preset and not config.preset_on_target:  # a bare preset: its own model
+        return preset.hf_id, given or preset.lora, preset.display_name
+    lora = given or (preset.lora if preset else None)
+    return config.target, lora, short_name(given or config.target)  # the preset's adapter does not name it
 
 
 def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
@@ -79,6 +84,7 @@ class EngineBase(ABC):
     def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
         self.spec = config.spec
         self.preset = config.preset
+        self.preset_on_target = config.preset_on_target
         options = dict(config.options)
         unknown = set(options) - set(COMMON_OPTIONS) - set(self.OPTIONS)
         if unknown:
@@ -101,6 +107,19 @@ class EngineBase(ABC):
         self.loaded = False
         self.load_time_sec: float | None = None  # engine construction only (SPEC §8 load_time_sec)
         self._lock = threading.Lock()
+
+    @property
+    def preset_key(self) -> str | None:
+        """The preset whose settings this engine runs with (a bare preset or `?preset=KEY`), or None."""
+        return self.preset.key if self.preset is not None else None
+
+    @property
+    def prompt_identity(self) -> str:
+        """The model identity the prompt rules read (SPEC §3: Gemma-4 detection …): the model id, and
+        with `?preset=KEY` also the preset's Hub id, so a local checkpoint folder of a Gemma-4 preset
+        is rendered as a Gemma-4 model."""
+        model = getattr(self, "model_id", "") or ""
+        return f"{model} {self.preset.hf_id}" if self.preset_on_target and self.preset else model
 
     # --- helpers for subclasses -------------------------------------------------------
     def option(self, key: str, default=None):

@@ -261,7 +261,7 @@ class EnginePool:
             return [n for n, s in self._slots.items() if state is None or s.state == state]
 
     def status(self) -> list[dict]:
-        """One row per engine: name, spec, kind, model, state, error, device, memory_gb, lora."""
+        """One row per engine: name, spec, kind, model, state, error, device, memory_gb, lora, preset."""
         with self._lock:
             slots = list(self._slots.values())
         rows = []
@@ -284,6 +284,7 @@ class EnginePool:
                     "device": info.device if info else None,
                     "memory_gb": info.memory_gb if info else None,
                     "lora": info.lora if info else getattr(slot.engine, "lora", None),
+                    "preset": getattr(slot.engine, "preset_key", None),
                     "server": slot.engine.server_status() if hasattr(slot.engine, "server_status") else None,
                 }
             )

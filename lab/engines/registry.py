@@ -10,6 +10,11 @@
 
 Options follow `?` (`transformers:/m?device=cpu&lora=/a`); keyword overrides given to
 `create_engine` win over them. Each kind lists its options in its class's `OPTIONS`.
+
+`?preset=KEY` on a `vllm:`, `transformers:` or `transformers-serve:` SPEC applies that preset's
+settings (engine flags, prompt options, contract, sampling, its LoRA unless `lora=` is given) to
+the model the SPEC names, a checkpoint folder or a Hub id (`vllm:/ckpts/checkpoint-300?preset=
+qwen35-2b-sft`); the SPEC's other options override the preset's.
 """
 from __future__ import annotations
 
@@ -62,6 +67,9 @@ def resolve_spec(spec: str, presets: dict[str, Preset] | None = None) -> EngineC
         return presets if presets is not None else load_presets()
 
     if not has_colon:
+        if "preset" in options:
+            raise EngineSpecError(f"engine spec '{spec}': ?preset= goes on a model SPEC "
+                                  f"(vllm:MODEL_OR_PATH?preset=KEY); a bare preset name is already a preset")
         if kind in ENGINE_KINDS and ENGINE_KINDS[kind] is ReferenceEngine:
             return EngineConfig(spec=parsed.text, kind=kind, target="", options=options)
         table = get_presets()
@@ -73,10 +81,30 @@ def resolve_spec(spec: str, presets: dict[str, Preset] | None = None) -> EngineC
         raise _unknown(spec, table, "unknown engine or preset")
     if kind not in ENGINE_KINDS:
         raise _unknown(spec, get_presets(), f"unknown engine kind '{kind}' in")
+    if "preset" in options:
+        return _with_preset(parsed.text, kind, target, options, get_presets())
     preset = None
     if kind in PRESET_KINDS and target and not Path(target).expanduser().exists():
         preset = get_presets().get(target)
     return EngineConfig(spec=parsed.text, kind=kind, target=target, options=options, preset=preset)
+
+
+def _with_preset(spec: str, kind: str, target: str, options: dict, table: dict[str, Preset]) -> EngineConfig:
+    """`KIND:MODEL?preset=KEY`: the preset's settings on MODEL (the checkpoint the SPEC names)."""
+    key = options.pop("preset")
+    if kind not in PRESET_KINDS:
+        raise EngineSpecError(f"engine spec '{spec}': ?preset= applies to vllm:, transformers: and "
+                              f"transformers-serve: SPECs only, not to {kind}:")
+    if key not in table:
+        names = ", ".join(sorted(table)) or "(none)"
+        raise EngineSpecError(f"engine spec '{spec}': unknown preset '{key}'; presets: {names}")
+    if not target:
+        raise EngineSpecError(f"engine spec '{spec}': give the checkpoint the preset applies to, "
+                              f"e.g. {kind}:/ckpts/checkpoint-100?preset={key}")
+    if target in table and not Path(target).expanduser().exists():
+        raise EngineSpecError(f"engine spec '{spec}': '{target}' is a preset itself; give a checkpoint folder "
+                              f"or Hub id before ?preset=, or use {kind}:{target} alone")
+    return EngineConfig(spec=spec, kind=kind, target=target, options=options, preset=table[key], preset_on_target=True)
 
 
 def create_engine(spec: str, *, presets: dict[str, Preset] | None = None, **overrides) -> EngineBase:

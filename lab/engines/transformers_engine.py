@@ -81,6 +81,43 @@ def step_timings(step_ends: list[float], n_tokens: int, start: float, end: float
     return ttft, step_ends[n_tokens - 1] - start
 
 
+def own_architecture(model_src: str) -> str | None:
+    """The class a checkpoint's config.json names (`architectures[0]`), read locally, or None."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model_src) / "config.json").read_text(encoding="utf-8"))
+        return str((config.get("architectures") or [None])[0] or "") or None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def with_adapter(model, model_src: str, lora_src: str, dtype, trust_remote_code: bool = False):
+    """`model` with the peft LoRA adapter of `lora_src`.
+
+    An adapter's module names follow the class it was trained on. `AutoModelForCausalLM` builds a
+    multimodal checkpoint's text-only class (`Qwen3_5ForConditionalGeneration` -> `Qwen3_5ForCausalLM`,
+    modules `model.layers.N`), while an adapter made on the checkpoint's own class names
+    `model.language_model.layers.N`: when peft finds none of its modules, the checkpoint's own class
+    (its config's `architectures`) is built and tried once more."""
+    from peft import PeftModel
+
+    try:
+        return PeftModel.from_pretrained(model, lora_src)
+    except Exception as exc:  # noqa: BLE001 - a loader failure becomes a clear message
+        first = exc
+    own = own_architecture(model_src)
+    if own and own != type(model).__name__ and "not found in the base model" in str(first):
+        try:
+            (own_class,) = import_transformers(own)
+            base = own_class.from_pretrained(model_src, dtype=dtype, trust_remote_code=trust_remote_code)
+            return PeftModel.from_pretrained(base, lora_src)
+        except Exception:  # noqa: BLE001 - the first failure is the one to report
+            pass
+    raise load_failure(lora_src, first, "LoRA adapter") from None
+
+
 class TransformersEngine(EngineBase):
     """Generates with `AutoModelForCausalLM` (+ `peft.PeftModel` for a LoRA adapter)."""
 
@@ -140,12 +177,7 @@ class TransformersEngine(EngineBase):
             except Exception as exc:  # noqa: BLE001
                 raise load_failure(model_src, exc) from None
             if lora_src:
-                try:
-                    from peft import PeftModel
-
-                    model = PeftModel.from_pretrained(model, lora_src)
-                except Exception as exc:  # noqa: BLE001
-                    raise load_failure(lora_src, exc, "LoRA adapter") from None
+                model = with_adapter(model, model_src, lora_src, getattr(torch, dtype), self.trust_remote_code)
             try:
                 model.to(device)
             except Exception as exc:  # noqa: BLE001 - e.g. CUDA out of memory

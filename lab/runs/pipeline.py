@@ -60,7 +60,7 @@ def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
         messages,
         fallback_prompt,
         tokenizer,
-        getattr(engine, "model_id", "") or "",
+        getattr(engine, "prompt_identity", None) or getattr(engine, "model_id", "") or "",
         prompt_options_of(engine),
     )
 

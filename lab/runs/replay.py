@@ -302,6 +302,7 @@ def _result(
             **sampling.to_dict(),
             **prompt_options_of(engine).to_dict(),
             "backend": engine.kind,
+            "preset": getattr(engine, "preset_key", None),
             **getattr(engine, "engine_settings", lambda: {})(),
         },
         "prompt_template": prompt_template,

@@ -63,6 +63,7 @@ class EngineEntry:
     memory_gb: float | None = None
     notes: str = ""
     server: dict | None = None  # managed servers: state, pid, port, exit code, log tail, GPU memory
+    preset: str | None = None  # the preset whose settings the engine runs with (bare or `?preset=KEY`)
 
     @property
     def instant(self) -> bool:
@@ -346,4 +347,5 @@ def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
         memory_gb=row.get("memory_gb"),
         notes=str(getattr(info, "notes", "") or "") if info else "",
         server=row.get("server"),
+        preset=row.get("preset"),
     )

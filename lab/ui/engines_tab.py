@@ -16,7 +16,8 @@ SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "
     "<code>vllm:MODEL_OR_PRESET</code> (a <code>vllm serve</code> the lab starts), "
     "<code>transformers-serve:MODEL_OR_PATH</code>, <code>openai:BASE_URL#MODEL</code>, or a preset name; options after "
-    "<code>?</code>, e.g. <code>transformers:/models/tiny?device=cpu&amp;name=tiny</code>. Several SPECs separated "
+    "<code>?</code>, e.g. <code>transformers:/models/tiny?device=cpu&amp;name=tiny</code>; <code>?preset=KEY</code> runs "
+    "a checkpoint with a preset's settings (<code>vllm:/ckpts/checkpoint-300?preset=qwen35-2b-sft</code>). Several SPECs separated "
     "by spaces are added together (vLLM engines then split the GPU's memory)."
 )
 
@@ -59,8 +60,9 @@ def render_engine_table(entries: list[EngineEntry]) -> str:
             state += f'<div class="lab-error-text lab-log-tail">{esc(chr(10).join(server["tail"][-8:]))}</div>'
         memory = f"{e.memory_gb:.1f} GB" if e.memory_gb is not None else "–"
         port, pid, gpu = _server_cells(e.server)
+        preset = f"<div class='lab-col-preset' data-preset=\"{esc(e.preset)}\">preset {esc(e.preset)}</div>" if e.preset else ""
         rows.append(
-            f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div></td>"
+            f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div>{preset}</td>"
             f"<td>{esc(e.kind)}</td><td>{state}</td><td data-port>{port}</td><td data-pid>{pid}</td><td>{gpu}</td>"
             f"<td>{esc(e.device or '–')}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
         )

