@@ -109,7 +109,9 @@ def test_cli_replay_through_vllm_equals_in_process_transformers(vllm_env, vllm_m
     # float32 on both sides, greedy: the same text. (vLLM's CPU attention and torch's sdpa add in a
     # different order; on this 2-layer model that has not flipped a greedy token on these steps.)
     assert [r["raw_output"] for r in rows] == [r["raw_output"] for r in inproc["per_step"]]
-    log = Path(vllm_env["LAB_LOG_DIR"]) / "vl.log"
+    from lab.engines.servers.config import log_file_name
+
+    log = Path(vllm_env["LAB_LOG_DIR"]) / log_file_name("vl")
     assert log.read_text().count("lab starts:") == 1
 
 

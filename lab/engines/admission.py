@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-import re
 import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -20,14 +19,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from lab.engines.client.endpoints import api_root
 from lab.engines.common import EngineConfig
+from lab.engines.loading import is_hub_id
 from lab.errors import EngineSpecError
 
 DATA_KINDS = ("reference", "stored")
 ENGINE_HOSTS_ENV = "LAB_ENGINE_HOSTS"
 VISITOR_OPTIONS_FILE = Path(__file__).with_name("visitor_options.yaml")
-# `ORG/NAME` on the Hugging Face Hub (not a path: no leading `/`, `~`, `.`, no `..`)
-_HUB_ID_RX = re.compile(r"^[A-Za-z0-9][\w-]*(\.[\w-]+)*/[A-Za-z0-9][\w.-]*$")
 
 
 def allowed_hosts_from_env() -> frozenset[str]:
@@ -67,7 +66,9 @@ def _is_internal(address: str) -> bool:
 
 def check_endpoint(base_url: str, allowed_hosts: frozenset[str]) -> None:
     """Refuse an endpoint whose host resolves to any loopback, link-local or private address
-    (every resolved address is checked) unless the host is in `allowed_hosts`."""
+    (every resolved address is checked) unless the host is in `allowed_hosts`. A URL without a
+    valid host and port (`:abc`, `:99999`) is one line (api_root's), never a ValueError."""
+    api_root(base_url)
     parts = urlsplit(base_url.strip())
     host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
@@ -119,6 +120,8 @@ class Admission:
             check_visitor_options(config, self.data_roots)
             if config.preset_on_target:
                 check_visitor_preset(config)
+            if config.kind == "openai":
+                confined_served_model(config.target, self.data_roots)
             if config.kind not in DATA_KINDS and config.kind != "openai" and (config.preset is None or config.preset_on_target):
                 confined_model(config.target, self.data_roots)
 
@@ -130,14 +133,14 @@ def visitor_options() -> dict:
 
 
 def confined_model(target: str, roots: list[Path], what: str = "model") -> None:
-    """A visitor's model or adapter: a Hub id (`ORG/NAME`) that is no local path, or a folder
-    inside the data folders; one message for every other path, whether it exists or not."""
+    """A visitor's model or adapter: a Hub id (`ORG/NAME`: admitted without looking at the disk;
+    the visitor's engine then loads it from the Hub cache only, never a same-named local folder:
+    lab.engines.loading.hub_ids_only), or a folder inside the data folders; one message for every
+    other path, whether it exists or not."""
     why = "a visitor loads models from the Hub (ORG/NAME), a preset, or the data folders only"
     text = str(target).strip()
-    if _HUB_ID_RX.match(text) and ".." not in text.split("/"):
-        local = (Path.cwd() / text).resolve()
-        if not local.exists() or inside(local, roots):
-            return
+    if is_hub_id(text):
+        return
     confined_path(text, roots, what=what, why=why)
 
 
@@ -152,6 +155,15 @@ def check_visitor_preset(config: EngineConfig) -> None:
             f"preset '{config.preset.key}' runs its model's own code (trust_remote_code); on this public "
             f"deployment it loads only its own model ({config.preset.key} alone), never another checkpoint"
         )
+
+
+def confined_served_model(target: str, roots: list[Path]) -> None:
+    """The MODEL of a visitor's `openai:URL#MODEL` names the served model and the tokenizer the
+    lab renders with: a plain name or a Hub id is fine; anything path-like (`/`, `~`, `.`) must lie
+    inside the data folders, like a model path (one message whether it exists or not)."""
+    model = target.partition("#")[2].partition("?")[0].strip()
+    if model.startswith(("/", "~", ".")):
+        confined_path(model, roots, what="tokenizer", why="a visitor's tokenizer is a Hub id or lies in the data folders")
 
 
 def _number(key: str, value: str, rule: dict, limit: int) -> float:

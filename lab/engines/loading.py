@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import importlib
+import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from lab.errors import EngineLoadError
 
@@ -29,8 +32,57 @@ def looks_like_path(model: str) -> bool:
     return text.startswith(("/", "./", "../", "~", ".\\")) or (len(text) > 2 and text[1] == ":") or Path(text).expanduser().exists()
 
 
+# `ORG/NAME` on the Hugging Face Hub (not a path: no leading `/`, `~`, `.`, no `..`)
+HUB_ID_RX = re.compile(r"^[A-Za-z0-9][\w-]*(\.[\w-]+)*/[A-Za-z0-9][\w.-]*$")
+_VISITOR = threading.local()
+
+
+def is_hub_id(text: str) -> bool:
+    """`ORG/NAME`-shaped (whether or not a folder of that name exists)."""
+    text = str(text).strip()
+    return bool(HUB_ID_RX.match(text)) and ".." not in text.split("/")
+
+
+@contextmanager
+def hub_ids_only(on: bool) -> Iterator[None]:
+    """While loading a public deployment's visitor engine (`on`): an `ORG/NAME` is always a Hub id,
+    never a folder relative to the working directory, so whether such a folder exists changes
+    nothing a visitor sees (its other paths were confined to the data folders at admission)."""
+    before = getattr(_VISITOR, "on", False)
+    _VISITOR.on = on
+    try:
+        yield
+    finally:
+        _VISITOR.on = before
+
+
+def visitor_loading() -> bool:
+    """Whether this thread loads a visitor's engine (see `hub_ids_only`)."""
+    return bool(getattr(_VISITOR, "on", False))
+
+
+def hub_snapshot(model: str, what: str = "model", cache_only: bool = False) -> str:
+    """The folder of Hub repo `model` in the HF cache (fetched first unless `cache_only` or offline;
+    visitor_options.yaml's `hub_files` say which files); EngineLoadError when there is none."""
+    import yaml
+    from huggingface_hub import snapshot_download
+
+    patterns = yaml.safe_load(Path(__file__).with_name("visitor_options.yaml").read_text(encoding="utf-8"))["hub_files"]
+    try:
+        return snapshot_download(model, allow_patterns=patterns, local_files_only=cache_only)
+    except Exception as exc:  # noqa: BLE001 - not found, offline, no access: one line naming the id
+        raise EngineLoadError(
+            f"{what} '{model}' is neither in this server's Hugging Face cache nor downloadable from the Hub "
+            f"({type(exc).__name__}); a visitor's ORG/NAME is always a Hub id"
+        ) from None
+
+
 def check_model_source(model: str, what: str = "model") -> str:
-    """Return the model id or the expanded folder; a missing folder raises EngineLoadError."""
+    """Return the model id or the expanded folder; a missing folder raises EngineLoadError.
+    For a visitor's engine (`hub_ids_only`) an `ORG/NAME` is fetched from the Hub into the cache
+    and its cache folder returned: a same-named folder of the working directory is never read."""
+    if visitor_loading() and is_hub_id(model):
+        return hub_snapshot(model, what)
     if looks_like_path(model):
         path = Path(model).expanduser()
         if not path.exists():

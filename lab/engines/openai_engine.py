@@ -45,7 +45,7 @@ from lab.engines.client.probe import read_models
 from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.context import overlong_error
-from lab.engines.loading import import_transformers, looks_like_path
+from lab.engines.loading import hub_snapshot, import_transformers, is_hub_id, looks_like_path, visitor_loading
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
 
@@ -129,6 +129,10 @@ class OpenAIEngine(EngineBase):
         (auto_tokenizer,) = import_transformers("AutoTokenizer")
         source = self.option("tokenizer") or self.model_id
         try:
+            if visitor_loading():  # a visitor's engine: its Hub cache folder, never a folder of the working directory
+                if not is_hub_id(source) and not source.startswith("/"):  # (a visitor's `/…` was confined at admission)
+                    return None
+                source = hub_snapshot(source, "tokenizer", cache_only=True) if is_hub_id(source) else source
             return auto_tokenizer.from_pretrained(source, local_files_only=not looks_like_path(source))
         except Exception:  # noqa: BLE001 - no tokenizer: the renderer uses identity-based formats
             return None

@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 
 from lab.engines.base import Completion, Request, Sampling
 from lab.engines.common import EngineBase
+from lab.engines.loading import hub_ids_only
 from lab.engines.presets import Preset
 from lab.engines.registry import create_engine, resolve_spec
 from lab.errors import EngineSpecError, LabError
@@ -46,6 +47,7 @@ class Slot:
     error: str | None = None
     removed: bool = False
     thread: threading.Thread | None = field(default=None, repr=False)
+    visitor: bool = False  # a public deployment's visitor added it: loaded with hub_ids_only
 
 
 class EnginePool:
@@ -104,14 +106,16 @@ class EnginePool:
         return name
 
     # --- membership ------------------------------------------------------------------
-    def add(self, spec: str, name: str | None = None, **overrides) -> str:
+    def add(self, spec: str, name: str | None = None, visitor: bool = False, **overrides) -> str:
         """Create the engine for `spec` and load it in a background thread; return its name.
+        `visitor`: a public deployment's visitor adds it (its ORG/NAME are Hub ids only).
 
         Bad specs and disallowed engines raise EngineSpecError at once; load failures show up
         in `status()` as state `failed` with the reason."""
-        return self.add_many([spec], [name], **overrides)[0]
+        return self.add_many([spec], [name], visitor=visitor, **overrides)[0]
 
-    def add_many(self, specs: list[str], names: list[str | None] | None = None, **overrides) -> list[str]:
+    def add_many(self, specs: list[str], names: list[str | None] | None = None, visitor: bool = False,
+                 **overrides) -> list[str]:
         """Add several engines at once: vLLM engines without their own GPU share split what is
         left of the budget on their GPU. Raises (and adds nothing) when one spec is bad or the
         engines cannot fit."""
@@ -124,7 +128,7 @@ class EnginePool:
             for spec, name, engine in zip(specs, names, engines):
                 slot_name = self._unique_name(name or engine.name, engine.kind)
                 engine.name = slot_name
-                slots.append(Slot(name=slot_name, spec=spec, engine=engine))
+                slots.append(Slot(name=slot_name, spec=spec, engine=engine, visitor=visitor))
                 self._slots[slot_name] = slots[-1]  # reserved now so names stay unique
             try:
                 self._share_gpu_memory([slot.engine for slot in slots])
@@ -182,13 +186,14 @@ class EnginePool:
     def _load(self, slot: Slot, action: Callable[[], None] | None = None) -> None:
         action = action or slot.engine.load
         try:
-            if getattr(slot.engine, "managed", False):
-                with self._start_lock:  # one server starts at a time, each until it answers
-                    if slot.removed:
-                        return
+            with hub_ids_only(slot.visitor):
+                if getattr(slot.engine, "managed", False):
+                    with self._start_lock:  # one server starts at a time, each until it answers
+                        if slot.removed:
+                            return
+                        action()
+                else:
                     action()
-            else:
-                action()
         except BaseException as exc:  # noqa: BLE001 - anything a loader raises is shown, not thrown
             with self._lock:
                 slot.state, slot.error = FAILED, one_line(exc)

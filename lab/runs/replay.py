@@ -52,10 +52,23 @@ class ReplayConfig:
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
 
 
+def run_name_max() -> int:
+    """The longest run name (lab/runs/limits.yaml)."""
+    import yaml
+
+    return int(yaml.safe_load(Path(__file__).with_name("limits.yaml").read_text(encoding="utf-8"))["run_name_max"])
+
+
 def run_file_name(engine: Engine, explicit: str | None = None) -> str:
-    """File stem of a run: the explicit name, else the engine's short name, made path-safe."""
+    """File stem of a run: the explicit name, else the engine's short name, made path-safe.
+    An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
     name = explicit or getattr(engine, "name", None) or engine.kind
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
+    limit = run_name_max()
+    if len(stem) > limit and explicit:
+        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
+                       "(it becomes the result file's name)")
+    return stem[:limit].rstrip("-")
 
 
 def utc_timestamp() -> str:

@@ -195,7 +195,11 @@ def startup_report(ctx: LabContext) -> list[str]:
 def launch_options() -> dict:
     """Gradio 6 takes theme, css and head at launch(). Gradio's run history is off: it copied every
     event's inputs and outputs (whole columns of HTML) into the browser's localStorage on each step
-    switch, the largest cost of a switch in the browser."""
+    switch, the largest cost of a switch in the browser. On a public deployment uvicorn is told
+    which proxies' X-Forwarded-For to believe first (lab.ui.proxies)."""
+    from lab.ui.proxies import apply_proxy_trust
+
+    apply_proxy_trust(Settings())
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
     return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **launch_limits(),
             **_no_self_check()}

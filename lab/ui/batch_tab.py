@@ -63,8 +63,17 @@ def run_batch(
             update()
             continue
         out_dir = Path(ctx.settings.runs_dir)
-        stem = safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None)
-        finished = finished_run_file(out_dir, stem)
+        try:
+            stem = safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None)
+            finished = finished_run_file(out_dir, stem)
+        except LabError as exc:  # a run name too long for a file name: one line, the next engine still runs
+            row.state = f"failed: {exc}"
+            update()
+            continue
+        except OSError as exc:
+            row.state = f"failed: cannot read the runs folder: {exc.strerror or type(exc).__name__}"
+            update()
+            continue
         if finished is not None and not new_run:
             row.state = (f"already complete: {finished.name} holds a finished run (kept); tick "
                          "'start a new run' to run it again under a new name")

@@ -326,6 +326,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
+        ctx.visitor_used()  # a generation: a visitor's engines are in use
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         step_obj = ctx.replay.by_key[key]

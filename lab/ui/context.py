@@ -231,10 +231,9 @@ class LabContext:
             entries.append(entry_from_status(row, engine))
         if self.sessions is None:
             return entries
-        from lab.ui.session import current_client, current_session
+        from lab.ui.session import current_session
 
         session = current_session()
-        self.sessions.touch(session, current_client())  # every handler that shows engines is activity
         visible = set(self.sessions.visible([e.name for e in entries], session))
         return [self._shown_entry(e) for e in entries if e.name in visible]
 
@@ -249,23 +248,33 @@ class LabContext:
     def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
         entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
                                                 self.shown_text(entry.notes))
+        if entry.server:  # a managed server's log tail and log file: no server paths, no command line
+            from lab.engines.servers.supervisor import without_command
+
+            if entry.error:
+                entry.error = "\n".join(without_command(line) for line in entry.error.split("\n"))
+            entry.server = {**entry.server, "log": self.shown_text(entry.server.get("log")),
+                            "tail": [self.shown_text(without_command(line)) for line in entry.server.get("tail") or []]}
         return entry
 
     def add_engine(self, spec: str, wait: bool = False) -> str:
         """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
         In public mode the engine belongs to the visitor's session (capped; see lab.ui.session)."""
-        from lab.ui.session import current_session
+        from lab.ui.session import current_client, current_session
 
         session = current_session() if self.sessions is not None else None
         if session:
-            for entry in self.engine_entries():  # also records the session's client and activity  # the owner's and this visitor's engines
+            for entry in self.engine_entries():  # the owner's and this visitor's engines
                 if entry.spec in (spec, self.shown_text(spec)):
                     return entry.name
-            self.sessions.check_room(session)
+            client = current_client()
+            self.sessions.check_room(session, client)
             self.pool.check_allowed(spec, visitor=True)
-        name = self.pool.add(spec)
-        if session:
-            self.sessions.add(session, name)
+            with self.sessions.reserve(session, client):  # checked again, counted while it is added
+                name = self.pool.add(spec, visitor=True)
+                self.sessions.add(session, name)  # an add is use: the session's idle clock restarts
+        else:
+            name = self.pool.add(spec)
         self.forget_engine(name)
         if wait:
             self.pool.wait([name])
@@ -310,6 +319,13 @@ class LabContext:
                 return  # the same engine is still used by another visitor
         self.pool.remove(name)
         self.forget_engine(name)
+
+    def visitor_used(self) -> None:
+        """The current visitor session used its engines (a generation): its idle clock restarts."""
+        if self.sessions is not None:
+            from lab.ui.session import current_session
+
+            self.sessions.used(current_session())
 
     def end_session(self, session: str | None) -> None:
         """A visitor left: unload the engines only that session held."""

@@ -139,6 +139,7 @@ def build_samples_panel(ctx: LabContext, step: gr.Dropdown) -> None:
             gr.Warning(str(exc))
             yield gr.update()
             return
+        ctx.visitor_used()  # sampling is a generation: a visitor's engines are in use
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         for sets in sample_all(ctx, key, count, temp, p, first):

@@ -221,6 +221,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
     def on_run(key: str | None, name: str | None, new_text: str, note_text: str, full: bool,
                request: gr.Request | None = None):
         text_arguments(step=key, field=name, text=new_text, note=note_text)
+        ctx.visitor_used()  # runs the edit on the engines: a generation
         step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
         if step_obj is None or not name:
             gr.Warning("Pick a step and a field to edit first.")
@@ -251,6 +252,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
 
     def on_replay(edit_id: str | None, engine_name: str | None, full: bool, request: gr.Request | None = None):
         text_arguments(edit=edit_id, engine=engine_name)
+        ctx.visitor_used()  # a replay on an engine is a generation
         keeper = keeper_for(ctx, session_of(request))
         entry = next((e for e in ctx.engine_entries() if e.name == engine_name and e.state == "ready"), None)
         if not edit_id or entry is None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -34,5 +35,8 @@ def log_dir() -> Path:
 
 
 def log_file_name(name: str) -> str:
-    """A file name for an engine's log: `Qwen3.5-2B SFT` -> `Qwen3.5-2B_SFT.log`."""
-    return (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "server") + ".log"
+    """A file name for an engine's log: `Qwen3.5-2B SFT` -> `Qwen3.5-2B_SFT-<16 hex>.log`, the hex a
+    hash of the exact name, so names that read alike once made file-safe (`ownermodel!` and
+    `ownermodel`) never share a log."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:80] or "server") + f"-{digest}.log"

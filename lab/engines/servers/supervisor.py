@@ -32,7 +32,7 @@ STARTING, READY, CRASHED, STOPPED = "starting", "ready", "crashed", "stopped"
 READY_PATHS = ("/health", "/v1/models")
 PR_SET_PDEATHSIG = 1
 TAIL_LINES = 30
-START_MARK = "lab starts:"  # the log line the lab writes before each start
+START_MARK = "lab starts:"  # the lab's own line before the command it runs
 
 ArgvBuilder = Callable[[int], list[str]]
 
@@ -307,6 +307,16 @@ class ManagedServer:
 
     def __repr__(self) -> str:
         return f"<ManagedServer {self.name!r} {self.status_text()} pid={self.pid} port={self.port}>"
+
+
+def without_command(line: str) -> str:
+    """A log line as a public deployment's visitor sees it: the lab's own start line keeps only the
+    executable's name (its command line names the server's folders); other lines as they are."""
+    head, mark, command = line.partition(f" {START_MARK} ")
+    if not mark or not head.startswith("=== "):
+        return line
+    exe = command.split(" ", 1)[0]
+    return f"{head} {START_MARK} {exe.rsplit('/', 1)[-1]} …"
 
 
 def describe_exit(code: int) -> str:

@@ -95,9 +95,9 @@ def adapter_rank(folder: str | Path) -> int:
 
 def local_adapter(lora: str) -> str:
     """A folder holding the adapter: a local folder as is, a Hub adapter downloaded to the HF cache."""
-    if Path(lora).expanduser().is_dir():
-        return str(Path(lora).expanduser())
-    check_model_source(lora, "LoRA adapter")
+    source = check_model_source(lora, "LoRA adapter")  # a visitor's ORG/NAME: its Hub cache folder
+    if Path(source).expanduser().is_dir():
+        return str(Path(source).expanduser())
     try:
         from huggingface_hub import snapshot_download
 
