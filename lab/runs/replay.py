@@ -302,6 +302,7 @@ def _result(
             **sampling.to_dict(),
             **prompt_options_of(engine).to_dict(),
             "backend": engine.kind,
+            "logprobs_top_k": getattr(engine, "logprobs_k", 0),
             **getattr(engine, "engine_settings", lambda: {})(),
         },
         "prompt_template": prompt_template,
