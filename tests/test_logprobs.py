@@ -172,3 +172,35 @@ def test_replay_and_score_reference_land_in_duckdb_with_not_recorded_for_others(
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     n, recorded = published.stdout.strip().splitlines()[1].split(",")
     assert published.returncode == 0 and int(n) > 0 and recorded == "0"
+
+
+def test_compare_columns_shade_tokens_and_mark_where_two_answers_part(engine, steps, tmp_path):
+    """A run written with log-probabilities, opened as two `stored:` columns whose answers differ: each column
+    shows its answer token by token with hover texts, and the first differing token is marked with both
+    probabilities; a run without them says "not recorded"."""
+    from lab.runs.replay import ReplayConfig, replay
+    from lab.ui.render_html import render_columns
+    from lab.ui.step_view import engine_view_from_result
+    from lab.runs.pipeline import render_for_engine, score_completion
+
+    path = replay(engine, steps[:1], ReplayConfig(out_dir=tmp_path, run_name="a", sampling=Sampling(max_tokens=6)))
+    other = json.loads(path.read_text())
+    row = other["per_step"][0]
+    row["logprobs"]["tokens"][2] = "XX"  # the second run says something else from its third token on
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    plain = json.loads(path.read_text())
+    plain["per_step"][0].pop("logprobs")
+    (tmp_path / "c.json").write_text(json.dumps(plain))
+    views = []
+    for name in ("a.json", "b.json", "c.json"):
+        stored = create_engine(f"stored:{tmp_path / name}")
+        stored.load()
+        [completion] = stored.generate([Request(step=steps[0], prompt="")], Sampling())
+        result = score_completion(stored, steps[0], render_for_engine(stored, steps[0]), completion)
+        views.append(engine_view_from_result(stored.spec, name, result, "stored"))
+    html = render_columns(views)
+    assert html.count('class="lab-tok') >= 2 * len(row["logprobs"]["lp"])
+    assert "top: " in html and "mean token probability" in html
+    assert views[0].parting.index == views[1].parting.index == 2 and views[2].parting is None
+    assert "parts from b.json at token 2" in html and "parts from a.json at token 2" in html
+    assert "token log-probabilities: not recorded" in html

@@ -28,7 +28,8 @@ def logprob_settings() -> dict:
     """`assets/logprobs.yaml` (`LAB_LOGPROBS_SETTINGS=FILE` names another)."""
     data = read_limits(SETTINGS_FILE, "LAB_LOGPROBS_SETTINGS", "the log-probability settings")
     return {"top_k": int(data.get("top_k", 5)), "max_top_k": int(data.get("max_top_k", 20)),
-            "low_confidence": float(data.get("low_confidence", 0.5)), "decimals": int(data.get("decimals", 4))}
+            "low_confidence": float(data.get("low_confidence", 0.5)), "confident": float(data.get("confident", 0.8)),
+            "decimals": int(data.get("decimals", 4))}
 
 
 def top_k_option(value: Any, spec: str) -> int:
