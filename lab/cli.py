@@ -13,6 +13,8 @@ from lab.settings import Settings
 # sub-command name -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("lab.runs.replay_cli", "replay TB2-lite steps on engines and write result files"),
+    "score-reference": ("lab.runs.reference_cli", "the reference answer's log-likelihood per step under an engine "
+                                                  "(teacher forcing, no generation)"),
     "rescore": ("lab.runs.rescore", "recompute per-step metrics and the aggregate of a result file"),
     "results": ("lab.store.cli", "query and import the lab's DuckDB store"),
     "data": ("lab.data.cli", "download the public replay file or summarize a replay source"),
@@ -39,6 +41,7 @@ def _import_run(settings: Settings, path: str | Path) -> str:
 # what a command of a lower layer gets passed in from this layer: command -> keyword -> function
 PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "replay": {"import_run": _import_run},
+    "score-reference": {"import_run": _import_run},
 }
 
 

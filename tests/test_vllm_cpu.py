@@ -334,3 +334,37 @@ def test_compare_in_chromium_then_kill_9_leaves_no_engine_core_and_restart_works
     assert engine.server.state == "ready" and engine.server.pid != pgid
     [answer] = engine.generate([Request(step=None, prompt="ls")], Sampling(temperature=0, max_tokens=3))
     assert answer.error is None and answer.completion_tokens == 3
+
+
+def test_vllm_and_transformers_agree_on_answer_and_reference_log_probabilities(vllm_lab, vllm_model_dir):
+    """Issue 25's exactness: the same tiny float32 model through vLLM (logprobs, prompt_logprobs) and in-process
+    transformers (raw logits, one forward pass): the same greedy tokens with the same log-probabilities, and the
+    reference's per-token log-probabilities within 1e-3, on the excerpt's first steps."""
+    from lab.data import load_replay
+    from lab.engines import create_engine
+    from lab.runs.pipeline import render_for_engine
+    from lab.runs.reference_run import score_step
+
+    served = vllm_lab.pool.get("vl-key")
+    local = create_engine(f"transformers:{vllm_model_dir}?device=cpu&dtype=float32")
+    local.load()
+    try:
+        steps = load_replay(str(EXCERPT)).steps[:2]
+        requests = [Request(step=s, prompt=render_for_engine(local, s).text) for s in steps]
+        assert [r.prompt for r in requests] == [render_for_engine(served, s).text for s in steps]
+        greedy = Sampling(temperature=0, max_tokens=8)
+        for a, b in zip(served.generate(requests, greedy), local.generate(requests, greedy)):
+            assert a.error is None and a.token_ids == b.token_ids
+            assert a.logprobs is not None and b.logprobs is not None and len(a.logprobs.logprobs) == len(a.token_ids)
+            assert max(abs(x - y) for x, y in zip(a.logprobs.logprobs, b.logprobs.logprobs)) < 1e-3
+            for top_a, top_b in zip(a.logprobs.top, b.logprobs.top):
+                assert len(top_a) == len(top_b) == 5
+                assert max(abs(x[1] - y[1]) for x, y in zip(top_a, top_b)) < 1e-3
+        for step in steps:
+            ra, rb = score_step(served, step), score_step(local, step)
+            assert ra["error"] is None and rb["error"] is None and ra["ref_tokens"] == rb["ref_tokens"] > 100
+            gap = max(abs(x - y) for x, y in zip(ra["token_logprobs"], rb["token_logprobs"]))
+            assert gap < 1e-3, f"{step.key}: reference log-probabilities differ by {gap}"
+            assert ra["unit_logprobs"] == [{**u, "logprob": pytest.approx(u["logprob"], abs=0.05)} for u in rb["unit_logprobs"]]
+    finally:
+        local.close()

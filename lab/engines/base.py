@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol, runtime_checkable
 
 from lab.data.step import Step
+from lab.engines.logprobs import TokenLogprobs
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Completion:
     command_units: list[str] | None = None
     stored: dict | None = None
     absent: bool = False  # a stored run that never answered this step: not scored, not aggregated
+    logprobs: TokenLogprobs | None = None  # per generated token (None: the engine did not record them)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.logprobs import top_k_option
 from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
 from lab.engines.spec import as_number, short_name
 from lab.errors import EngineSpecError
@@ -26,6 +27,7 @@ COMMON_OPTIONS = {
     "top_k": "default top_k (-1: all tokens)",
     "min_p": "default min_p",
     "seed": "default sampling seed",
+    "logprobs": "top alternatives recorded per generated token (default 5, assets/logprobs.yaml; 0: none)",
 }
 
 OnDone = Callable[[int, Completion], None]
@@ -102,6 +104,7 @@ class EngineBase(ABC):
             if key in options:
                 self.prompt_options[key] = str(options.pop(key))
         self.default_sampling = _sampling_with(preset.sampling if preset else Sampling(), options)
+        self.logprobs_k = top_k_option(options.pop("logprobs", None), config.spec)
         self.options = options  # what is left: this kind's own options
         self.tokenizer = None
         self.loaded = False

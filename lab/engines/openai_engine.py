@@ -46,6 +46,7 @@ from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.context import overlong_error
 from lab.engines.loading import hub_snapshot, import_transformers, is_hub_id, looks_like_path, visitor_loading
+from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
 
@@ -203,7 +204,7 @@ class OpenAIEngine(EngineBase):
 
         resent = False
         while True:
-            fields, left_out = request_fields(sampling, replica.refused)
+            fields, left_out = request_fields(sampling, replica.refused, logprobs=self.logprobs_k)
             carried = GENERATION_CONFIG_CARRIES if self.generation_base is not None else ()
             blocked = {k: v for k, v in left_out.items() if not is_neutral(k, v) and k not in carried}
             if blocked:
@@ -219,7 +220,8 @@ class OpenAIEngine(EngineBase):
             try:
                 stream = replica.client.completions.create(
                     model=self.model_id, prompt=prompt, stream=True, extra_body=extra or None, **kwargs)
-                completion = read_stream(stream, start, self.tokenizer)
+                completion = read_stream(stream, start, self.tokenizer,
+                                         0 if "logprobs" in replica.refused else self.logprobs_k)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a message
                 failure = classify(exc, replica.url, self.model_id, self.timeout)
                 if failure.unreachable and not resent and not isinstance(exc, openai.APITimeoutError):
@@ -265,6 +267,51 @@ class OpenAIEngine(EngineBase):
                 tried.add(replica.url)
         assert last is not None
         return Completion(text="", error=f"{last.message} (after {self.retries + 1} attempts)")
+
+    # --- the reference's likelihood --------------------------------------------------------
+    def score_reference(self, prompt: str, reference: str) -> ReferenceScore:
+        """Teacher forcing through the server: the prompt's and the reference's token ids in one
+        `/v1/completions` request with `prompt_logprobs` (vLLM) and `max_tokens=1`; each reference
+        token's log-probability is read at its position. Needs the model's tokenizer here."""
+        if not self._clients_open:
+            raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
+        if self.tokenizer is None:
+            return ReferenceScore([], error="no local tokenizer for this model: give tokenizer=PATH_OR_ID")
+        pair = tokenize_pair(self.tokenizer, prompt, reference)
+        if not pair.ref_ids:
+            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids), error="empty reference")
+        total = len(pair.prompt_ids) + len(pair.ref_ids)
+        if self.max_model_len and total + 1 > self.max_model_len:
+            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
+                                 error=f"prompt + reference is {total} tokens, past the context of {self.max_model_len}")
+        with self._slots:
+            replica = self.replicas.acquire(avoid=set())
+            failed = None
+            try:
+                answer = replica.client.completions.create(
+                    model=self.model_id, prompt=pair.prompt_ids + pair.ref_ids, max_tokens=1, temperature=0.0,
+                    extra_body={"prompt_logprobs": 0})
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a message
+                failed = classify(exc, replica.url, self.model_id, self.timeout)
+            finally:
+                self.replicas.release(replica, failed.message if failed else None,
+                                      unreachable=bool(failed and failed.unreachable))
+        if failed is not None:
+            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids), error=failed.message)
+        choice = answer.choices[0] if answer.choices else None
+        rows = (getattr(choice, "model_extra", None) or {}).get("prompt_logprobs") if choice is not None else None
+        if not isinstance(rows, list) or len(rows) < total:
+            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
+                                  error="the server returned no prompt log-probabilities (vLLM does)")
+        logprobs, tokens = [], []
+        for position, token_id in enumerate(pair.ref_ids, start=len(pair.prompt_ids)):
+            entry = (rows[position] or {}).get(str(token_id)) if isinstance(rows[position], dict) else None
+            if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
+                return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
+                                      error=f"no log-probability for reference token {position - len(pair.prompt_ids)}")
+            logprobs.append(max(float(entry["logprob"]), -1e4))
+            tokens.append(str(entry.get("decoded_token") or ""))
+        return ReferenceScore(logprobs, tokens, prompt_tokens=len(pair.prompt_ids), offsets=pair.ref_offsets)
 
     # --- protocol ---------------------------------------------------------------------
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.engines.logprobs import TokenLogprobs
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
@@ -82,6 +83,7 @@ class StoredEngine(EngineBase):
             stored=row,
             prompt_tokens=_count(row.get("prompt_tokens")),
             completion_tokens=_count(row.get("completion_tokens")),
+            logprobs=TokenLogprobs.from_record(row.get("logprobs")),  # None: the run recorded none
         )
 
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:

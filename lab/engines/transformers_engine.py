@@ -19,6 +19,8 @@ from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.context import model_context_length, overlong_error
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
+from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
+from lab.engines.transformers_logprobs import LogprobRecorder
 from lab.errors import EngineLoadError, EngineSpecError
 
 DTYPES = {"bfloat16", "float16", "float32"}
@@ -233,16 +235,20 @@ class TransformersEngine(EngineBase):
         (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
         cancelled = self._cancel
+        recorder = LogprobRecorder(self.model, self.logprobs_k) if self.logprobs_k > 0 else None
 
         class StepClock(StoppingCriteria):
-            """Notes when each decoding step ends (called once per step, after its token exists); ends
-            every sequence at once after cancel()."""
+            """Notes when each decoding step ends (called once per step, after its token exists) and
+            hands the chosen tokens to the log-probability recorder; ends every sequence at once after
+            cancel()."""
 
             def __init__(self) -> None:
                 self.times: list[float] = []
 
             def __call__(self, input_ids, scores, **kwargs):
                 self.times.append(time.perf_counter())
+                if recorder is not None:
+                    recorder.note(input_ids)
                 stop = cancelled.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -254,18 +260,22 @@ class TransformersEngine(EngineBase):
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
         start = time.perf_counter()
-        with torch.inference_mode():
-            out = self.model.generate(
-                **enc,
-                generation_config=config,
-                stopping_criteria=StoppingCriteriaList([clock]),
-                tokenizer=self.tokenizer,
-            )
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(
+                    **enc,
+                    generation_config=config,
+                    stopping_criteria=StoppingCriteriaList([clock]),
+                    tokenizer=self.tokenizer,
+                )
+        finally:
+            if recorder is not None:
+                recorder.close()
         end = time.perf_counter()
         input_len = enc["input_ids"].shape[1]
         eos_ids, pad_id = self._eos_ids(), self.tokenizer.pad_token_id
         completions = []
-        for row, mask in zip(out, enc["attention_mask"]):
+        for b, (row, mask) in enumerate(zip(out, enc["attention_mask"])):
             ids, hit_eos = trim_generated(row[input_len:].tolist(), eos_ids, pad_id)
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             text, stop = cut_at_stop(text, sampling.stop)
@@ -288,6 +298,7 @@ class TransformersEngine(EngineBase):
                     completion_tokens=len(ids),
                     ttft_s=ttft,
                     latency_s=latency,
+                    logprobs=recorder.for_row(b, ids, self.tokenizer) if recorder is not None else None,
                 )
             )
         return completions
@@ -312,6 +323,33 @@ class TransformersEngine(EngineBase):
                 for i, completion in zip(chunk, batch):
                     self.finish(i, completion, results, on_done)
         return results
+
+    def score_reference(self, prompt: str, reference: str) -> ReferenceScore:
+        """Teacher forcing: one forward pass over the prompt's and the reference's ids; each reference
+        token's log-probability from the raw logits of the position before it (only those positions'
+        logits are computed where the model takes `logits_to_keep`)."""
+        import torch
+
+        if self.model is None:
+            raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
+        pair = tokenize_pair(self.tokenizer, prompt, reference, self.add_special_tokens)
+        n_prompt, n_ref = len(pair.prompt_ids), len(pair.ref_ids)
+        if not n_ref:
+            return ReferenceScore([], prompt_tokens=n_prompt, error="empty reference")
+        if self.max_model_len and n_prompt + n_ref > self.max_model_len:
+            return ReferenceScore([], prompt_tokens=n_prompt, error=f"prompt + reference is {n_prompt + n_ref} "
+                                  f"tokens, past the context of {self.max_model_len}")
+        ids = torch.tensor([pair.prompt_ids + pair.ref_ids], device=self.device)
+        with self._lock, torch.inference_mode():
+            try:
+                logits = self.model(input_ids=ids, logits_to_keep=n_ref + 1).logits
+            except TypeError:  # a model without logits_to_keep: every position's logits
+                logits = self.model(input_ids=ids).logits
+        rows = torch.log_softmax(logits[0, -(n_ref + 1):-1].float(), dim=-1)
+        chosen = rows.gather(1, torch.tensor(pair.ref_ids, device=rows.device)[:, None]).squeeze(1)
+        tokens = [self.tokenizer.decode([t], skip_special_tokens=False) for t in pair.ref_ids]
+        return ReferenceScore([max(float(v), -1e4) for v in chosen.tolist()], tokens, prompt_tokens=n_prompt,
+                              offsets=pair.ref_offsets)
 
     def cancel(self) -> None:
         """Stop the batch being decoded at its next token and drop it (and every batch not begun); the

@@ -131,6 +131,8 @@ def per_step_row(
         "parse_failure": parsed.failure,
         "units_from_fallback": parsed.units_from_fallback,
         "error": completion.error,
+        # per generated token: log-probability and top alternatives (lab.engines.logprobs); None: not recorded
+        "logprobs": completion.logprobs.to_record() if completion.logprobs is not None else None,
     }
     return row
 

@@ -316,6 +316,7 @@ def _result(
             **prompt_options_of(engine).to_dict(),
             "backend": engine.kind,
             "preset": getattr(engine, "preset_key", None),
+            "logprobs_top_k": getattr(engine, "logprobs_k", 0),
             **getattr(engine, "engine_settings", lambda: {})(),
         },
         "prompt_template": prompt_template,

@@ -40,8 +40,8 @@ def schema_version(path: Path | None = None) -> int:
 
 # Core objects, dropped on rebuild (tables other modules add, e.g. annotations, are kept).
 CORE_TABLES = ("leaderboard", "tblite", "legacy_leaderboard", "leaderboard_groups", "runs", "steps", "schema_version",
-               "samples", "sample_stats")
-CORE_VIEWS = ("results_all",)
+               "samples", "sample_stats", "reference_runs", "reference_steps")
+CORE_VIEWS = ("results_all", "step_reference")
 
 
 def bind_params(sql: str, params: Mapping[str, Any] | Sequence[Any] | None) -> Mapping[str, Any] | Sequence[Any] | None:

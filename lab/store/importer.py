@@ -15,6 +15,7 @@ from lab.store.db import Store, quote_ident
 from lab.store.equiv_fill import PENDING, after_import
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
+from lab.store.reference_records import import_reference, is_reference_result
 from lab.store.sample_records import delete_samples, insert_samples, sample_tables
 from lab.store.unique_names import unique_display_names
 
@@ -104,7 +105,8 @@ def _with_aggregate(result: dict) -> dict:
 
 def _known_files(store: Store) -> dict[str, tuple[int, float, str]]:
     """path -> (size, mtime, run_id) of every imported file, to skip unchanged files without reading them."""
-    df = store.query("SELECT path, file_size, file_mtime, run_id FROM runs")
+    df = store.query("SELECT path, file_size, file_mtime, run_id FROM runs UNION ALL "
+                     "SELECT path, file_size, file_mtime, ref_run_id FROM reference_runs")
     return {p: (int(sz), float(mt), rid) for p, sz, mt, rid in zip(df["path"], df["file_size"], df["file_mtime"], df["run_id"])
             if not pd.isna(sz) and not pd.isna(mt)}
 
@@ -136,6 +138,15 @@ def import_file(
                 )
             report.skipped.append((name, f"unchanged (same content as run {run_id}: {same['path'][0]})"))
             return report
+        if b'"tb2lite-reference-likelihood"' in content[:4096]:
+            from lab import jsontext
+
+            data = jsontext.loads(content)
+            if is_reference_result(data):  # a score-reference file: its own tables, not a run
+                import_reference(store, data, run_id, path=stored_path, name=name, file_size=stat.st_size,
+                                 file_mtime=stat.st_mtime)
+                report.added.append(name)
+                return report
         result = parse_result_bytes(content, name)
         result = _with_aggregate(result)
         short_to_repo, facts = _lookup if _lookup is not None else _lookups(store)

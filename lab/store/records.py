@@ -8,6 +8,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from lab.data.step import bucket_of
+from lab.engines.logprobs import TokenLogprobs
 from lab.errors import ResultFileError
 from lab.resultfiles.resultfile import scoring_version
 from lab.resultfiles.units import coerce_units
@@ -66,7 +67,9 @@ STEP_FIELDS: dict[str, tuple[pa.DataType, Callable[[Any], Any]]] = {
     "error": (pa.string(), _str),
 }
 _DERIVED = ("task_id", "step_idx", "source_group", "bucket", "ref_command_units", "pred_command_units",
-            "samples")  # sampled answers go to the `samples` table (lab.store.sample_records)
+            "samples",  # sampled answers go to the `samples` table (lab.store.sample_records)
+            "logprobs")  # token log-probabilities: summarised in lp_mean / lp_min / lp_low_tokens
+LOGPROB_COLUMNS = (("lp_mean", pa.float64()), ("lp_min", pa.float64()), ("lp_low_tokens", pa.int32()))
 STEP_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -81,6 +84,7 @@ STEP_SCHEMA = pa.schema(
         ("ref_command_units", pa.list_(pa.string())),
         ("pred_command_units", pa.list_(pa.string())),
         *[(name, typ) for name, (typ, _) in STEP_FIELDS.items()],
+        *LOGPROB_COLUMNS,
         ("extra_json", pa.string()),
     ]
 )
@@ -142,6 +146,10 @@ def steps_table(run_id: str, per_step: list[dict], name: str) -> pa.Table:
             cols["pred_command_units"].append(pred_units)
             for key, (_, convert) in STEP_FIELDS.items():
                 cols[key].append(convert(row.get(key)))
+            recorded = TokenLogprobs.from_record(row.get("logprobs"))
+            summary = recorded.summary() if recorded is not None else {}
+            for key, _ in LOGPROB_COLUMNS:
+                cols[key].append(summary.get(key))
             extra = {k: v for k, v in row.items() if k not in STEP_FIELDS and k not in _DERIVED}
             cols["extra_json"].append(json.dumps(extra, ensure_ascii=False) if extra else None)
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 5
+-- schema_version: 6
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -184,6 +184,10 @@ CREATE TABLE steps (
     parse_failure           VARCHAR,
     units_from_fallback     BOOLEAN,
     error                   VARCHAR,
+    -- token log-probabilities of the answer (per_step[].logprobs, lab.engines.logprobs); NULL: not recorded
+    lp_mean                 DOUBLE,                    -- mean over the generated tokens
+    lp_min                  DOUBLE,                    -- the least likely generated token
+    lp_low_tokens           INTEGER,                   -- tokens below assets/logprobs.yaml low_confidence
     extra_json              VARCHAR,                   -- any other per-step keys
     -- equiv_f1 (not the published score): F1 after the rules of lab/scoring/equiv_rules.yaml;
     -- NULL while the run's equiv_state is 'pending'
@@ -260,6 +264,52 @@ SELECT 'run', run_id,
        scoring_version, equiv_score, spelling_gap,
        NULL, steps, total_steps, coverage, partial, equiv_state
 FROM runs;
+
+-- Reference-likelihood runs (`python -m lab score-reference`, lab.runs.reference_run): one row per file.
+CREATE TABLE reference_runs (
+    ref_run_id          VARCHAR PRIMARY KEY,       -- short sha1 of the file's bytes
+    path                VARCHAR NOT NULL UNIQUE,   -- relative to results/ when inside it
+    file_size           BIGINT,
+    file_mtime          DOUBLE,
+    engine_spec         VARCHAR,
+    model_path          VARCHAR,                   -- joins runs.model_path (with lora_path) of the same model
+    lora_path           VARCHAR,
+    model_short         VARCHAR,
+    contract            VARCHAR,
+    replay_sha256       VARCHAR,
+    steps               INTEGER,
+    steps_scored        INTEGER,
+    ref_tokens          BIGINT,
+    ref_nll_per_token   DOUBLE,                    -- total NLL / total reference tokens
+    timestamp           VARCHAR,
+    imported_at         TIMESTAMP
+);
+
+-- One row per reference-likelihood run x step.
+CREATE TABLE reference_steps (
+    ref_run_id          VARCHAR NOT NULL,
+    task_id             VARCHAR NOT NULL,
+    step_idx            INTEGER NOT NULL,
+    step_key            VARCHAR NOT NULL,
+    ref_tokens          INTEGER,
+    ref_logprob         DOUBLE,                    -- sum over the reference's tokens (teacher forcing)
+    ref_logprob_mean    DOUBLE,
+    ref_nll_per_token   DOUBLE,
+    prompt_tokens       INTEGER,
+    error               VARCHAR,
+    PRIMARY KEY (ref_run_id, step_key)
+);
+
+-- Each run's steps with the reference likelihood of the same model (model_path and lora_path), from the
+-- newest reference-likelihood run of that model that scored the step.
+CREATE VIEW step_reference AS
+SELECT s.run_id, s.step_key, rs.ref_run_id, rs.ref_tokens, rs.ref_logprob, rs.ref_logprob_mean, rs.ref_nll_per_token
+FROM steps s
+JOIN runs r USING (run_id)
+JOIN reference_runs rr ON rr.model_path = r.model_path AND coalesce(rr.lora_path, '') = coalesce(r.lora_path, '')
+JOIN reference_steps rs ON rs.ref_run_id = rr.ref_run_id AND rs.step_key = s.step_key
+WHERE rs.ref_logprob IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY s.run_id, s.step_key ORDER BY rr.imported_at DESC, rr.ref_run_id) = 1;
 
 CREATE TABLE schema_version (
     version    INTEGER NOT NULL,

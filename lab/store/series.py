@@ -15,6 +15,9 @@ from lab.store.db import Store
 from lab.store.names import load_rules
 
 TITLE = "Score against checkpoint, per series (published runs and lab runs)"
+# per run: the reference's NLL per token under the run's model over the run's steps (score-reference runs)
+REF_NLL_SQL = ("SELECT run_id, sum(-ref_logprob) / nullif(sum(ref_tokens), 0) AS ref_nll FROM step_reference "
+               "GROUP BY run_id")
 
 
 def _published_table_exists(store: Store) -> bool:
@@ -30,19 +33,21 @@ def series_frame(store: Store) -> pd.DataFrame:
     df = store.query(
         f"SELECT r.run_id, r.display_name || CASE WHEN r.partial THEN ' [partial ' || r.steps || '/' || r.total_steps || ']' "
         f"ELSE '' END AS name, r.model_short, r.path, r.checkpoint_step, r.score, r.steps, "
-        f"r.scoring_version, {cols} FROM runs r {join}"
+        f"r.scoring_version, {cols}, nll.ref_nll FROM runs r {join} LEFT JOIN ({REF_NLL_SQL}) nll USING (run_id)"
     )
     rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
     rows = []
     for r in df.itertuples(index=False):
         if isinstance(r.pub_series, str) and r.pub_series:
-            rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version))
+            rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version,
+                         r.ref_nll))
         elif r.checkpoint_step is not None and not pd.isna(r.checkpoint_step):
             stem = str(r.path).rsplit("/", 1)[-1].removesuffix(".json")
             series = rx.sub("", stem).strip("-_ ") or stem
             rows.append((r.run_id, r.name, series, "checkpoint step", int(r.checkpoint_step), r.score, r.steps,
-                         r.scoring_version))
-    out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version"])
+                         r.scoring_version, r.ref_nll))
+    out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version",
+                                      "ref_nll"])
     if out.empty:
         return out
     sizes = out.groupby("series")["run_id"].transform("count")
@@ -56,7 +61,9 @@ def series_runs(store: Store) -> dict[str, list[str]]:
 
 
 def series_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
-    """One line per series: score (100 × F1) against checkpoint step (or epoch); hover names each run."""
+    """One line per series: score (100 × F1) against checkpoint step (or epoch); hover names each run. Series whose
+    runs have reference likelihoods (score-reference) get a dashed line of the reference's NLL per token on a
+    second axis."""
     fig = go.Figure()
     if df.empty:
         fig.add_annotation(text="no checkpoint series in the store yet: fetch a published series "
@@ -71,8 +78,19 @@ def series_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
             text=part["name"], customdata=part["run_id"],
             hovertemplate="<b>%{text}</b><br>%{x}: score %{y:.2f}<extra></extra>",
         ))
+    has_nll = "ref_nll" in df and df["ref_nll"].notna().any()
+    if has_nll:
+        for series, part in df[df["ref_nll"].notna()].groupby("series", sort=True):
+            part = part.sort_values("x")
+            fig.add_trace(go.Scatter(
+                x=part["x"], y=part["ref_nll"], mode="lines+markers", yaxis="y2", line=dict(dash="dash"),
+                name=f"{series}: reference NLL/token", text=part["name"], customdata=part["run_id"],
+                hovertemplate="<b>%{text}</b><br>%{x}: reference NLL/token %{y:.4f}<extra></extra>",
+            ))
     fig.update_layout(title=dict(text=title, x=0.01), xaxis_title="checkpoint step (or epoch)", yaxis_title="score",
                       height=480, template="plotly_white", legend=dict(orientation="h", y=-0.2))
+    if has_nll:
+        fig.update_layout(yaxis2=dict(title="reference NLL per token (lower: closer)", overlaying="y", side="right"))
     return fig
 
 

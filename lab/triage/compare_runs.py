@@ -12,6 +12,10 @@ DISAGREEMENT_VIEWS = {
     "all": ("", "abs(c.command_f1 - b.command_f1) DESC"),
     "regressed": ("AND c.command_f1 < b.command_f1", "c.command_f1 - b.command_f1 ASC"),
     "improved": ("AND c.command_f1 > b.command_f1", "c.command_f1 - b.command_f1 DESC"),
+    # the candidate's model gives the reference a lower NLL per token than the baseline's (score-reference runs
+    # of both models needed), the largest move first
+    "toward_reference": ("AND rc.ref_nll_per_token < rb.ref_nll_per_token",
+                         "rc.ref_nll_per_token - rb.ref_nll_per_token ASC"),
 }
 DEFAULT_RIGHT_THRESHOLD = 0.5
 RIGHT_TO_WRONG = "right → wrong"
@@ -30,7 +34,8 @@ def disagreement(
 ) -> pd.DataFrame:
     """Steps both runs answered, with F1 of each and `delta` = candidate − baseline.
 
-    `view`: all (sorted by |delta|), regressed (delta < 0, worst first), improved (delta > 0, best first).
+    `view`: all (sorted by |delta|), regressed (delta < 0, worst first), improved (delta > 0, best first),
+    toward_reference (the candidate's model gives the reference a lower NLL per token, largest move first).
     """
     if view not in DISAGREEMENT_VIEWS:
         raise LabError(f"disagreement view {view!r}: use {', '.join(DISAGREEMENT_VIEWS)}")
@@ -41,10 +46,14 @@ def disagreement(
                b.command_f1 AS baseline_f1, c.command_f1 AS candidate_f1,
                round(c.command_f1 - b.command_f1, 4) AS delta,
                b.first_cmd_exact AS baseline_first_exact, c.first_cmd_exact AS candidate_first_exact,
-               fb.failure_kind AS baseline_failure, fc.failure_kind AS candidate_failure
+               fb.failure_kind AS baseline_failure, fc.failure_kind AS candidate_failure,
+               round(rb.ref_nll_per_token, 4) AS baseline_ref_nll, round(rc.ref_nll_per_token, 4) AS candidate_ref_nll,
+               round(rc.ref_nll_per_token - rb.ref_nll_per_token, 4) AS ref_nll_delta
         FROM steps b JOIN steps c ON c.step_key = b.step_key AND c.run_id = ?
         LEFT JOIN step_flags fb ON fb.run_id = b.run_id AND fb.step_key = b.step_key
         LEFT JOIN step_flags fc ON fc.run_id = c.run_id AND fc.step_key = c.step_key
+        LEFT JOIN step_reference rb ON rb.run_id = b.run_id AND rb.step_key = b.step_key
+        LEFT JOIN step_reference rc ON rc.run_id = c.run_id AND rc.step_key = c.step_key
         WHERE b.run_id = ? {cond}
         ORDER BY {order}, b.task_id, b.step_idx"""
     params: list[Any] = [candidate, baseline]

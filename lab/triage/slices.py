@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode
@@ -10,6 +11,7 @@ import duckdb
 import pandas as pd
 
 from lab.booleans import parse_bool
+from lab.engines.logprobs import logprob_settings
 from lab.errors import LabError
 from lab.triage.db import query_df, query_rows
 from lab.triage.flags import BOOLEAN_FLAGS
@@ -38,15 +40,19 @@ ORDER_COLUMNS = {
     "n_pred_units": "s.n_pred_units",
     "equiv_f1": "s.equiv_f1",
     "spelling_gap": "(s.equiv_f1 - s.command_f1)",
+    "ref_nll": "rl.ref_nll_per_token",  # the reference's NLL per token under the run's model (score-reference)
+    "confidence": "s.lp_mean",  # mean log-probability of the answer's tokens
 }
 # Columns of the step list (the big unit arrays and raw text stay in the store until a step is opened).
 LIST_COLUMNS = """s.run_id, r.display_name AS run, s.step_key, s.task_id, s.step_idx, s.bucket, s.source_group,
     s.command_f1, f.strict_f1, s.equiv_f1, round(s.equiv_f1 - s.command_f1, 4) AS spelling_gap, s.first_cmd_exact, s.valid_json, f.failure_kind, s.ref_task_complete,
     s.pred_task_complete, s.n_ref_units, s.n_pred_units, s.finish_reason, f.flags,
+    round(s.lp_mean, 4) AS lp_mean, round(rl.ref_nll_per_token, 4) AS ref_nll,
     (SELECT string_agg(DISTINCT a.tag, ', ' ORDER BY a.tag) FROM annotations a
       WHERE a.run_id = s.run_id AND a.step_key = s.step_key) AS tags"""
 FROM_CLAUSE = """FROM steps s JOIN runs r ON r.run_id = s.run_id
-LEFT JOIN step_flags f ON f.run_id = s.run_id AND f.step_key = s.step_key"""
+LEFT JOIN step_flags f ON f.run_id = s.run_id AND f.step_key = s.step_key
+LEFT JOIN step_reference rl ON rl.run_id = s.run_id AND rl.step_key = s.step_key"""
 
 
 @dataclass
@@ -77,6 +83,11 @@ class SliceSpec:
     equiv_f1_min: float | None = None
     equiv_f1_max: float | None = None
     spelling_gap_min: float | None = None
+    # log-probabilities (lab.engines.logprobs): the reference's NLL per token under the run's model, and
+    # answers given with high confidence (mean token probability >= assets/logprobs.yaml `confident`) but F1 0
+    ref_nll_min: float | None = None
+    ref_nll_max: float | None = None
+    confidently_wrong: bool | None = None
 
     # -- dict ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -145,7 +156,8 @@ class SliceSpec:
             raise LabError(f"slice field 'text_in': {self.text_in!r}; use commands, raw or both")
         if self.order_by not in ORDER_COLUMNS:
             raise LabError(f"slice field 'order_by': {self.order_by!r}; use {', '.join(ORDER_COLUMNS)}")
-        for lo, hi in (("f1_min", "f1_max"), ("ref_units_min", "ref_units_max"), ("equiv_f1_min", "equiv_f1_max")):
+        for lo, hi in (("f1_min", "f1_max"), ("ref_units_min", "ref_units_max"), ("equiv_f1_min", "equiv_f1_max"),
+                       ("ref_nll_min", "ref_nll_max")):
             a, b = getattr(self, lo), getattr(self, hi)
             if a is not None and b is not None and a > b:
                 raise LabError(f"slice fields '{lo}' ({a}) and '{hi}' ({b}): the minimum is above the maximum")
@@ -215,6 +227,14 @@ def slice_where(spec: SliceSpec) -> tuple[str, list[Any]]:
         add("s.equiv_f1 <= ?", spec.equiv_f1_max)
     if spec.spelling_gap_min is not None:
         add("s.equiv_f1 - s.command_f1 >= ?", spec.spelling_gap_min)
+    if spec.ref_nll_min is not None:
+        add("rl.ref_nll_per_token >= ?", spec.ref_nll_min)
+    if spec.ref_nll_max is not None:
+        add("rl.ref_nll_per_token <= ?", spec.ref_nll_max)
+    if spec.confidently_wrong is not None:
+        confident = math.log(logprob_settings()["confident"])
+        test = "(s.lp_mean IS NOT NULL AND s.lp_mean >= ? AND coalesce(s.command_f1, 0) = 0)"
+        add(test if spec.confidently_wrong else f"NOT {test}", confident)
     if spec.first_cmd_exact is not None:
         add("(s.first_cmd_exact >= 1.0) = ?", spec.first_cmd_exact)
     if spec.valid_json is not None:

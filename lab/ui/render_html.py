@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 from lab.data import StepContext
 from lab.prompts.contracts import initial_screen
 from lab.scoring.action import ParsedAction
+from lab.ui.confidence import mark_partings, render_confidence
 from lab.ui.equiv_view import equiv_badge, render_equiv_metric
 from lab.ui.html_text import esc, fmt, pre, pre_middle, sim_style
 from lab.ui.render_audit import render_audit_panel
@@ -197,6 +198,8 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
         f"{render_prompt_block(view, full)}{audit_html}"
         f'<details class="lab-details" open><summary>{raw_title}</summary>'
         f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'
+        f'<details class="lab-details lab-conf-box"><summary>answer by token confidence</summary>'
+        f"{render_confidence(view)}</details>"
         f'<details class="lab-details"><summary>parsed action</summary>{render_parsed(view.parsed)}</details>'
         f'<details class="lab-details"><summary>command units ({len(view.pred_units)})</summary>'
         f"{render_units(view.pred_units, full=full)}</details>"
@@ -218,6 +221,7 @@ def render_columns(engines: Sequence[EngineView], full: bool = False, badges: Ma
             "<b>Results</b>.</div>"
         )
     badges, audits = badges or {}, audits or {}
+    mark_partings(engines)
     cols = "".join(render_column(e, full, badges.get(e.name, ""), audits.get(e.name), step_key) for e in engines)
     return f'<div class="lab-columns" style="--lab-ncols:{len(engines)}">{cols}</div>'
 

@@ -59,6 +59,8 @@ class EngineView:
     ref_rows: list[UnitMatch] = field(default_factory=list)
     pred_rows: list[UnitMatch] = field(default_factory=list)
     equiv: Any = None  # lab.ui.equiv_view.EquivSummary: equiv_f1, not the published score
+    logprobs: Any = None  # lab.engines.logprobs.TokenLogprobs of the answer (None: not recorded)
+    parting: Any = None  # lab.ui.confidence.Parting: where this answer parts from the first other column's
 
     @property
     def f1(self) -> float | None:
@@ -147,6 +149,7 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         ttft_s=completion.ttft_s,
         completion_tokens=completion.completion_tokens,
         stored=completion.stored is not None or completion.command_units is not None,
+        logprobs=getattr(completion, "logprobs", None),
     )
     if getattr(completion, "absent", False):
         view.state, view.error = ABSENT, "this run has no answer for this step; its aggregate covers only the steps it answered"

@@ -64,6 +64,7 @@ FILTER_FIELDS = (
     "run_ids", "f1_min", "f1_max", "first_cmd_exact", "valid_json", "failure_kinds", "task_complete", "buckets",
     "source_groups", "task_ids", "ref_units_min", "ref_units_max", "text", "text_regex", "text_in", "flags",
     "risk_names", "tags", "order_by", "descending", "equiv_f1_min", "equiv_f1_max", "spelling_gap_min",
+    "ref_nll_min", "ref_nll_max", "confidently_wrong",
 )  # fmt: skip
 
 
@@ -85,6 +86,8 @@ def spec_from_inputs(*values: Any) -> SliceSpec:
         "order_by": v["order_by"] or "run", "descending": bool(v["descending"]),
         "equiv_f1_min": _num(v["equiv_f1_min"]), "equiv_f1_max": _num(v["equiv_f1_max"]),
         "spelling_gap_min": _num(v["spelling_gap_min"]),
+        "ref_nll_min": _num(v["ref_nll_min"]), "ref_nll_max": _num(v["ref_nll_max"]),
+        "confidently_wrong": _tri(v["confidently_wrong"]),
     })  # fmt: skip
 
 
@@ -94,4 +97,5 @@ def inputs_from_spec(spec: SliceSpec) -> list[Any]:
     values["first_cmd_exact"] = _untri(spec.first_cmd_exact)
     values["valid_json"] = _untri(spec.valid_json)
     values["task_complete"] = spec.task_complete or ANY
+    values["confidently_wrong"] = _untri(spec.confidently_wrong)
     return [values[name] for name in FILTER_FIELDS]

@@ -68,7 +68,9 @@ def diff_message(rows: int, view: str) -> str:
     if rows:
         return f'<div class="lab-muted">{rows} step{"s" if rows != 1 else ""} ({esc(view)})</div>'
     why = {"improved": "no step where the candidate scores higher than the baseline",
-           "regressed": "no step where the candidate scores lower than the baseline"}.get(
+           "regressed": "no step where the candidate scores lower than the baseline",
+           "toward_reference": "no step where the candidate's model gives the reference a lower NLL per token "
+                               "(both models need a score-reference run)"}.get(
         view, "no step where the two runs score differently (or no step in common)")
     return f'<div class="lab-empty" data-empty="1">{esc(why)}</div>'
 
@@ -140,9 +142,15 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 equiv_max = gr.Number(None, label="equiv F1 ≤", minimum=0, maximum=1, elem_id="triage-equiv-max")
                 gap_min = gr.Number(None, label="spelling gap ≥ (equiv F1 − F1)", minimum=0, maximum=1,
                                     elem_id="triage-gap-min")
+            with gr.Row():  # log-probabilities: runs with `score-reference` of their model, answers with logprobs
+                nll_min = gr.Number(None, label="reference NLL/token ≥", minimum=0, elem_id="triage-nll-min")
+                nll_max = gr.Number(None, label="reference NLL/token ≤", minimum=0, elem_id="triage-nll-max")
+                confidently_wrong = gr.Radio([ANY, "yes", "no"], value=ANY, elem_id="triage-confidently-wrong",
+                                             label="Confidently wrong (sure of its answer, F1 0)")
             filters = [run_ids, f1_min, f1_max, first_exact, valid_json, failure_kinds, task_complete, buckets,
                        source_groups, task_ids, units_min, units_max, text, text_regex, text_in, flags, risks, tags,
-                       order_by, descending, equiv_min, equiv_max, gap_min]  # fmt: skip
+                       order_by, descending, equiv_min, equiv_max, gap_min, nll_min, nll_max,
+                       confidently_wrong]  # fmt: skip
             with gr.Row():
                 apply_btn = gr.Button("Apply filters", variant="primary", elem_id="triage-apply")
                 slice_name = gr.Textbox(label="Slice name", scale=2)

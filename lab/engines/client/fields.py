@@ -15,13 +15,15 @@ import re
 
 from lab.engines.base import Sampling
 
-OPENAI_FIELDS = {"max_tokens", "temperature", "top_p", "seed", "stop", "stream_options"}
+OPENAI_FIELDS = {"max_tokens", "temperature", "top_p", "seed", "stop", "stream_options", "logprobs"}
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "repetition_penalty", "top_k", "min_p", "seed", "stop")
 # What the lab asks for beyond sampling: usage in the last streamed chunk, generated token ids (vLLM).
 PROTOCOL_FIELDS = {"stream_options": {"include_usage": True}, "return_token_ids": True}
 # Fields a server may refuse; sending them without effect changes nothing when at these values.
 NEUTRAL = {"repetition_penalty": (1.0,), "top_k": (0, -1), "min_p": (0.0,), "seed": (None,), "stop": (None,)}
-REFUSABLE = set(NEUTRAL) | set(PROTOCOL_FIELDS)
+# Asked for, never changing what is generated: a server that refuses it records no log-probabilities.
+RECORDING_FIELDS = {"logprobs"}
+REFUSABLE = set(NEUTRAL) | set(PROTOCOL_FIELDS) | RECORDING_FIELDS
 # Words with which servers say a field is unknown (FastAPI/pydantic, transformers serve, others).
 UNKNOWN_FIELD_WORDS = ("unexpected", "extra", "unknown", "unrecognized", "not permitted", "not allowed", "unsupported")
 
@@ -45,18 +47,22 @@ def sampling_fields(sampling: Sampling) -> dict:
 
 def is_neutral(name: str, value: object) -> bool:
     """True when leaving `name` out cannot change what is generated (protocol fields always)."""
-    if name in PROTOCOL_FIELDS:
+    if name in PROTOCOL_FIELDS or name in RECORDING_FIELDS:
         return True
     if name == "top_k":
         return value is not None and int(value) <= 0
     return value in NEUTRAL.get(name, ())
 
 
-def request_fields(sampling: Sampling, refused: dict[str, str], stream: bool = True) -> tuple[dict, dict]:
-    """(fields to send, fields left out because the server refuses them) for one request."""
+def request_fields(sampling: Sampling, refused: dict[str, str], stream: bool = True,
+                   logprobs: int = 0) -> tuple[dict, dict]:
+    """(fields to send, fields left out because the server refuses them) for one request; `logprobs`
+    alternatives per generated token are asked for when > 0."""
     wanted = sampling_fields(sampling)
     if stream:
         wanted.update(PROTOCOL_FIELDS)
+    if logprobs > 0:
+        wanted["logprobs"] = int(logprobs)
     sent = {k: v for k, v in wanted.items() if k not in refused}
     left_out = {k: v for k, v in wanted.items() if k in refused}
     return sent, left_out

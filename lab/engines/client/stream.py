@@ -11,10 +11,14 @@ import time
 from typing import Iterable
 
 from lab.engines.base import Completion
+from lab.engines.logprobs import TokenLogprobs
 
 
-def read_stream(chunks: Iterable, start: float, tokenizer=None) -> Completion:
-    """Consume `chunks` (SDK `Completion` chunks) started at `start` (perf_counter)."""
+def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int = 0) -> Completion:
+    """Consume `chunks` (SDK `Completion` chunks) started at `start` (perf_counter); the chunks'
+    `logprobs` (asked for with `logprobs_k` > 0) become the completion's TokenLogprobs."""
+    recorded = TokenLogprobs(k=logprobs_k) if logprobs_k > 0 else None
+    seen_logprobs = False
     texts: list[str] = []
     token_ids: list[int] = []
     first = first_any = None
@@ -34,6 +38,11 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None) -> Completion:
             texts.append(text)
             if isinstance(ids, list):
                 token_ids.extend(int(t) for t in ids)
+            chunk_lp = getattr(choice, "logprobs", None)
+            if recorded is not None and chunk_lp is not None and isinstance(getattr(chunk_lp, "tokens", None), list):
+                seen_logprobs = True
+                recorded.extend(chunk_lp.tokens, list(getattr(chunk_lp, "token_logprobs", None) or []),
+                                list(getattr(chunk_lp, "top_logprobs", None) or []))
             if getattr(choice, "finish_reason", None):
                 finish_reason = choice.finish_reason
             if getattr(choice, "stop_reason", None) is not None:
@@ -55,4 +64,5 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None) -> Completion:
         completion_tokens=completion_tokens,
         ttft_s=(first - start) if first is not None else None,
         latency_s=end - start,
+        logprobs=recorded if seen_logprobs else None,
     )

@@ -131,7 +131,8 @@ class ManagedEngine(EngineBase):
 
         if self.client is not None:
             self.client.close()
-        options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency), **self.client_options()}
+        options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency),
+                   "logprobs": str(self.logprobs_k), **self.client_options()}
         client = OpenAIEngine(EngineConfig(
             spec=self.spec, kind="openai", target=f"{self.server.base_url}/v1#{self.served_model()}", options=options,
         ))
@@ -186,6 +187,12 @@ class ManagedEngine(EngineBase):
         if self.server.state != READY:
             raise EngineLoadError(f"server {self.server.failure_text()}")
         return self.client.generate(requests, sampling, on_done)
+
+    def score_reference(self, prompt: str, reference: str):
+        """The reference's token log-probabilities under the served model (lab.engines.reference_likelihood)."""
+        if self.client is None or self.server is None or self.server.state != READY:
+            raise EngineLoadError(f"engine '{self.name}' is not ready: load it first")
+        return self.client.score_reference(prompt, reference)
 
     # --- what the UI and result files read ----------------------------------------------
     def server_status(self) -> dict:

@@ -1,0 +1,87 @@
+"""`python -m lab score-reference`: the reference answer's likelihood under an engine, for a whole replay."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from lab.errors import LabError
+from lab.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from lab.runs.replay_cli import _number
+
+    parser.add_argument("--engine", action="append", required=True, metavar="SPEC",
+                        help="transformers:MODEL | vllm:MODEL_OR_PRESET | openai:BASE_URL#MODEL (a vLLM server) | a "
+                             "preset (repeatable): the engines whose likelihood of each reference answer is measured")
+    parser.add_argument("--replay", help="replay .jsonl, a datasets source or a URL; default: $LAB_REPLAY, else the "
+                                         "cached download")
+    parser.add_argument("--out", default=None, help="output folder (default: results/runs); files are NAME.reference.json")
+    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+                        help="corrected: the 303 published steps; all: every turn")
+    parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
+    parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
+    parser.add_argument("--name", default=None, help="run name (file stem before .reference.json); default: the engine's name")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
+    parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
+
+
+def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None) -> int:
+    """Score the references on each engine in turn; a file written to the lab's runs folder is imported."""
+    from tqdm import tqdm
+
+    from lab.data import load_replay
+    from lab.engines import create_engine
+    from lab.runs.reference_run import ReferenceConfig, score_reference_run
+    from lab.runs.replay_cli import step_selection
+    from lab import jsontext
+
+    settings = Settings()
+    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
+    steps = replay_set.steps
+    if args.tasks:
+        steps = [s for s in steps if s.task_id in set(args.tasks)]
+    if args.limit is not None:
+        steps = steps[: args.limit]
+    if not steps:
+        raise LabError(f"{replay_set.path}: no steps selected (check --tasks / --limit / --mode)")
+    out_dir = Path(args.out) if args.out else settings.runs_dir
+    failures = 0
+    for spec in args.engine:
+        engine = create_engine(spec)
+        try:
+            engine.load()
+        except LabError as exc:
+            print(f"error: {spec}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        config = ReferenceConfig(out_dir=out_dir, run_name=args.name if len(args.engine) == 1 else None,
+                                 resume=args.resume, replay_fingerprint=replay_set.fingerprint,
+                                 selection=step_selection(args.mode, args.tasks, args.limit),
+                                 eval_path=str(replay_set.path))
+        bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
+
+        def progress(done: int, total: int, bar=bar) -> None:
+            bar.n = done
+            bar.refresh()
+
+        try:
+            path = score_reference_run(engine, steps, config, progress=progress)
+        except LabError as exc:
+            print(f"error: {spec}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        finally:
+            bar.close()
+            engine.close()
+        agg = jsontext.loads(path.read_bytes())["aggregate"]
+        nll = agg["ref_nll_per_token"]
+        print(f"{spec}: {agg['steps_scored']} of {agg['steps']} steps scored, {agg['ref_tokens']} reference tokens, "
+              f"NLL per token {'n/a' if nll is None else f'{nll:.4f}'}"
+              + (f" ({agg['steps_failed']} failed: see per_step[].error)" if agg["steps_failed"] else "")
+              + f" -> {path}")
+        if import_run is not None and Path(out_dir).resolve() == Path(settings.runs_dir).resolve():
+            print(import_run(settings, path))
+    return 1 if failures else 0
