@@ -22,7 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
 }
-NO_SERVERS = {"equiv"}  # commands that never start a model server: no engines imported
+# commands that may start model servers: only these install the exit handlers that stop them (the others never
+# load the servers' machinery, httpx included)
+STARTS_SERVERS = {"replay", "sweep", "whatif"}
 # sub-commands that live in a higher layer than their parent command's module: parent -> name -> (module, help);
 # the parent's `add_arguments` returns its sub-parsers so they can be added here
 NESTED: dict[str, dict[str, tuple[str, str]]] = {
@@ -65,7 +67,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    if args.command not in NO_SERVERS:
+    if args.command in STARTS_SERVERS:
         from lab.engines.servers import install_exit_handlers
 
         install_exit_handlers()  # managed model servers stop with the command

@@ -2,8 +2,17 @@
 # Install everything the test suite needs (Python packages, Debian's Chromium, vLLM's CPU
 # environment, podman and the Space image's stand-in base) and run it.
 # Usage: bash scripts/test.sh [pytest args…]
+#        bash scripts/test.sh --fast [pytest args…]   the fast loop: every test that needs no browser,
+#        vLLM, Ray, podman or server start (pytest.ini's markers); installs neither Chromium nor vLLM
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+FAST=(-m "not (browser or vllm or ray or podman or slow)")
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  python -m pip install -q -r requirements-test.txt
+  exec python -m pytest "${FAST[@]}" "$@"
+fi
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! command -v chromium >/dev/null 2>&1; then

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.markers import pytest_collection_modifyitems  # noqa: F401 (marks tests by what they need)
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
 # Playwright's `expect` waits 5 s by default; a 2-core CI machine loading a page with several
 # engines can take longer, so browser assertions wait up to this long for what they expect.

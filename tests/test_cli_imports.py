@@ -1,5 +1,7 @@
 """Each light CLI command imports only what it needs: `rescore`, `results`, `data` (and `equiv`, where it
-exists) never load `openai`, `gradio`, `torch` or `ray` (DESIGN §3), checked in a fresh interpreter."""
+exists) never load `openai`, `gradio`, `torch` or `ray` (DESIGN §3), nor the managed servers' machinery
+(their exit handlers, with `httpx`): only commands that start servers install those. Checked in a fresh
+interpreter."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ from bench.synthetic import make_results
 from lab.cli import COMMANDS
 from tests.paths import EXCERPT, REPO
 
-HEAVY = ("openai", "gradio", "torch", "ray")
+HEAVY = ("openai", "gradio", "torch", "ray", "httpx")
 # runs `lab.cli.main(argv)` and prints its exit status and the top-level packages it loaded
 PROBE = """
 import json, sys
@@ -72,3 +74,12 @@ def test_the_probe_sees_a_heavy_import(files):
                          "--out", str(files[0] / "runs"))
     assert rc == 0
     assert "openai" in modules
+
+
+def test_only_commands_that_start_servers_install_their_exit_handlers():
+    """`replay`, `sweep` and `whatif` start model servers, so they stop them on exit; the others do not
+    load that machinery at all."""
+    from lab.cli import STARTS_SERVERS
+
+    assert STARTS_SERVERS == {"replay", "sweep", "whatif"}
+    assert STARTS_SERVERS <= set(COMMANDS)

@@ -68,6 +68,7 @@ def test_in_process_transformers_reads_its_context_and_samples(short_context_mod
         engine.close()
 
 
+@pytest.mark.slow  # starts a managed `transformers serve`
 def test_transformers_serve_reads_its_context_refuses_long_prompts_and_samples(short_context_model_dir, tmp_path,
                                                                                  monkeypatch):
     monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))

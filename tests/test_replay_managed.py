@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.paths import EXCERPT
 
@@ -24,6 +25,7 @@ def serve_processes(model: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow  # the CLI starts a managed `transformers serve`
 def test_cli_replay_on_a_managed_server_matches_in_process_transformers(tiny_model_dir, tmp_path):
     out = tmp_path / "runs"
     env = {**os.environ, "LAB_LOG_DIR": str(tmp_path / "logs"), "HF_HUB_OFFLINE": "1", "LAB_CACHE_DIR": str(tmp_path)}

@@ -126,6 +126,20 @@ def test_flags():
     # conflicting letters keep their order (the last one wins): rm -if deletes, rm -fi prompts
     assert run_rule("flags", "rm -i -f x") == ["rm -if x"] != run_rule("flags", "rm -f -i x")
     assert run_rule("flags", "ls -S -l -t") == ["ls -lSt"] != run_rule("flags", "ls -t -l -S")
+    # letters of one group that commute after all (`commute`): -1 has no effect after -l, -h wins over -k
+    assert run_rule("flags", "ls -l -1") == run_rule("flags", "ls -1 -l") == ["ls -1l"]
+    assert run_rule("flags", "ls -s -h -k x") == run_rule("flags", "ls -k -s -h x") == ["ls -hks x"]
+    assert run_rule("flags", "cp -n -f a b") == run_rule("flags", "cp -fn a b") == ["cp -fn a b"]
+    assert run_rule("flags", "cp -n -i a b") != run_rule("flags", "cp -i -n a b")  # a prompt or none
+    assert run_rule("flags", "ls -1 -C") != run_rule("flags", "ls -C -1")  # -1 and -C: the last wins
+    assert run_rule("flags", "ls -l -C -1") != run_rule("flags", "ls -1 -C -l")
+    assert run_rule("flags", "grep -c -l x f") == run_rule("flags", "grep -l -c x f") == ["grep -cl x f"]
+    assert run_rule("flags", "grep -l -L x f") != run_rule("flags", "grep -L -l x f")
+    # `-DIGITS` first is the count of head and tail (anywhere else it is not)
+    assert run_rule("flags", "head -5 f") == run_rule("flags", "head -n 5 f") == ["head -n 5 f"]
+    assert run_rule("flags", "tail -12 f") == ["tail -n 12 f"]
+    assert run_rule("flags", "head -n 3 -5 f") != run_rule("flags", "head -n 3 -n 5 f")
+    assert run_rule("flags", "ls -5") == ["ls -5"]
     # a conflicting letter never moves past a long option
     assert run_rule("flags", "ls -t --sort=size") == ["ls -t --sort=size"]
     assert run_rule("flags", "rm -rf -- -x") == ["rm -fr -- -x"]

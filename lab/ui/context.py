@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
+
+import cachetools
 
 from lab.data import ReplaySet, load_replay
 from lab.errors import LabError
@@ -17,32 +18,26 @@ INSTANT_KINDS = frozenset({"reference", "stored"})
 
 
 class LRUCache:
-    """A small thread-safe LRU map (per-step engine columns, figures)."""
+    """A thread-safe LRU map (per-step engine columns, figures): a `cachetools.LRUCache` behind a lock."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._data: OrderedDict = OrderedDict()
+        self._data: cachetools.LRUCache = cachetools.LRUCache(maxsize=capacity)
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
         with self._lock:
-            if key not in self._data:
-                return None
-            self._data.move_to_end(key)
-            return self._data[key]
+            return self._data.get(key)  # a hit makes the key the most recent
 
     def put(self, key: Hashable, value: Any) -> None:
         with self._lock:
             self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._data
 
-    def drop(self, predicate) -> None:
+    def drop(self, predicate: Callable[[Hashable], bool]) -> None:
         """Remove every key for which `predicate(key)` is true."""
         with self._lock:
             for key in [k for k in self._data if predicate(k)]:

@@ -123,14 +123,53 @@ def _group_key(groups: list[str]) -> dict[str, str]:
     return {c: g for g in groups for c in g}
 
 
+def _commuting(spec: Mapping[str, object]) -> set[frozenset[str]]:
+    """Pairs of letters of one conflict group whose order does not matter (`commute` sets: every two
+    letters of a set commute, e.g. ls's `-1` has no effect after `-l`, so `-l -1` = `-1 -l`)."""
+    return {frozenset((a, b)) for g in spec.get("commute") or () for a in str(g) for b in str(g) if a != b}
+
+
+def _ordered(flags: list[str], groups: dict[str, str], commuting: set[frozenset[str]]) -> list[str]:
+    """The flags in one canonical order that keeps every conflicting pair as written.
+
+    Two letters conflict when they share a conflict group and are not a `commute` pair (a letter
+    repeated counts as conflicting with itself, harmlessly). Among the letters whose conflicting
+    predecessors are all placed, the one with the smallest key goes next: (its group, itself) for a
+    grouped letter, (itself, itself) otherwise. Orders that differ only by swapping commuting letters
+    give the same result (the lexicographic normal form of the trace)."""
+    def conflict(a: str, b: str) -> bool:
+        return a == b or (a in groups and groups.get(b) == groups[a] and frozenset((a, b)) not in commuting)
+
+    def key(c: str) -> tuple[str, str]:
+        return (groups.get(c, c), c)
+
+    left = list(flags)
+    out: list[str] = []
+    while left:
+        ready = [i for i, c in enumerate(left) if not any(conflict(b, c) for b in left[:i])]
+        pick = min(ready, key=lambda i: key(left[i]))
+        out.append(left.pop(pick))
+    return out
+
+
+def count_shorthand(words: list[str], spec: Mapping[str, object]) -> list[str]:
+    """`head -5 f` -> `head -n 5 f`: a first argument `-DIGITS` is the count option of `count_option`
+    (GNU head and tail read it so only as the first argument)."""
+    option = spec.get("count_option")
+    if not option or len(words) < 2 or len(words[1]) < 2 or words[1][0] != "-" or not words[1][1:].isdigit():
+        return words
+    return [words[0], f"-{option}", words[1][1:], *words[2:]]
+
+
 def bundle_flags(words: list[str], spec: Mapping[str, object]) -> list[str] | None:
     """`cmd -l x -a` -> `cmd -al x`: boolean short flags bundled, sorted and put first.
 
     Each word is read as getopt reads it: letters until one that takes a value (`value_flags`),
     whose value is the rest of the word or the next word (`-n5` = `-n 5`); a value option keeps its
     place, written `-n 5`. Letters of one conflict group (`conflicts`: the last one wins, as in
-    `rm -fi`) keep their order among themselves; if such a letter meets a long option or a value
-    option of its group, nothing moves. Words after `--` are never flags. None when nothing to do.
+    `rm -fi`) keep their order among themselves unless the rules file says they commute
+    (`commute`); if such a letter meets a long option or a value option of its group, nothing
+    moves. Words after `--` are never flags. None when nothing to do.
     """
     value_flags = str(spec.get("value_flags", ""))
     digits = str(spec.get("digit_flags", ""))
@@ -173,16 +212,7 @@ def bundle_flags(words: list[str], spec: Mapping[str, object]) -> list[str] | No
     clash = any(o.startswith("--") or groups.get(o) in group_of for o in options_left)
     if clash and group_of:
         return None
-    seen: dict[str, int] = {}
-    keys = []
-    for c in flags:
-        group = groups.get(c)
-        if group is None:
-            keys.append((c, 0, c))
-        else:
-            seen[group] = seen.get(group, 0) + 1
-            keys.append((group, seen[group], c))
-    bundle = "-" + "".join(k[2] for k in sorted(keys)) if flags else None
+    bundle = "-" + "".join(_ordered(flags, groups, _commuting(spec))) if flags else None
     return [words[0], *([bundle] if bundle else []), *rest]
 
 
@@ -200,7 +230,7 @@ def old_style(words: list[str], spec: Mapping[str, object]) -> list[str]:
 
 def _canonical(words: list[str], spec: Mapping[str, object]) -> list[str] | None:
     """A listed command's words with old-style letters made options and flags bundled; None if unchanged."""
-    modern = old_style(words, spec)
+    modern = count_shorthand(old_style(words, spec), spec)
     bundled = bundle_flags(modern, spec)
     if bundled is None:
         return modern if modern != words else None
