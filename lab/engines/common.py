@@ -163,6 +163,11 @@ class EngineBase(ABC):
     def describe(self) -> EngineInfo:
         return EngineInfo(kind=self.kind, model=self.model_id, device="cpu")
 
+    def uses_local_cpu(self) -> bool:
+        """True when generating loads this machine's CPUs (an in-process model or a local CPU server):
+        such engines count in `lab.engines.cpu_share` while they generate."""
+        return False
+
     def engine_settings(self) -> dict:
         """Engine settings recorded in a result file's `sampling` block (SPEC §8)."""
         return {}

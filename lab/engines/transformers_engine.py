@@ -8,12 +8,18 @@ prompts). Prompts are batched with left padding; greedy when temperature == 0.
 Timings are per request even in a batch: a stopping criterion notes when each decoding step
 ends, so a sequence's TTFT is the end of the first step (the shared prefill) and its latency
 the end of the step that produced its last kept token; tok/s follows from its own token count.
+
+On CPU, torch's intra-op threads follow `lab.engines.cpu_share`: every thread torch started with while
+this engine generates alone, an equal share while other local CPU engines generate too (checked at
+each decoding step, in the generating thread). `threads_used` lists the counts of the last generate.
 """
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 
+from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.context import model_context_length, overlong_error
@@ -24,6 +30,19 @@ from lab.engines.transformers_logprobs import LogprobRecorder
 from lab.errors import EngineLoadError, EngineSpecError
 
 DTYPES = {"bfloat16", "float16", "float32"}
+_TORCH_THREADS: list[int] = []  # torch's intra-op threads before the lab changed them (read once)
+
+
+def share_torch_threads() -> int:
+    """Set torch's intra-op threads of the calling thread to this engine's share (`cpu_share`); return it."""
+    import torch
+
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    wanted = cpu_share.thread_share(_TORCH_THREADS[0])
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+    return wanted
 
 
 def pick_device(requested: str) -> str:
@@ -155,6 +174,10 @@ class TransformersEngine(EngineBase):
         self.context_source: str | None = "max_model_len option" if asked is not None else None
         self.model = None
         self._cancel = threading.Event()  # set by cancel(): the batch being decoded stops at its next token
+        self.threads_used: list[int] = []  # torch intra-op threads of the last generate on CPU, each change
+
+    def uses_local_cpu(self) -> bool:
+        return str(self.device) == "cpu"
 
     def load(self) -> None:
         import torch
@@ -236,6 +259,12 @@ class TransformersEngine(EngineBase):
 
         cancelled = self._cancel
         recorder = LogprobRecorder(self.model, self.logprobs_k) if self.logprobs_k > 0 else None
+        on_cpu = self.uses_local_cpu()
+        used = self.threads_used
+
+        def share(threads: int) -> None:
+            if not used or used[-1] != threads:
+                used.append(threads)
 
         class StepClock(StoppingCriteria):
             """Notes when each decoding step ends (called once per step, after its token exists) and
@@ -249,6 +278,8 @@ class TransformersEngine(EngineBase):
                 self.times.append(time.perf_counter())
                 if recorder is not None:
                     recorder.note(input_ids)
+                if on_cpu:  # another engine started or ended: take this engine's share from the next step
+                    share(share_torch_threads())
                 stop = cancelled.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -256,6 +287,8 @@ class TransformersEngine(EngineBase):
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         ).to(self.device)
         clock = StepClock()
+        if on_cpu:
+            share(share_torch_threads())
         config = self._generation_config(sampling)
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
@@ -307,8 +340,9 @@ class TransformersEngine(EngineBase):
         if self.model is None:
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
-        with self._lock:
+        with self._lock, (cpu_share.generating(self) if self.uses_local_cpu() else nullcontext()):
             self._cancel.clear()
+            self.threads_used = []
             todo = self.admit(requests, sampling, results, on_done)
             for begin in range(0, len(todo), self.batch_size):
                 if self._cancel.is_set():

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from contextlib import nullcontext
 from dataclasses import replace
 
+from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
 from lab.engines.servers.config import log_dir, log_file_name, server_settings
@@ -186,7 +188,8 @@ class ManagedEngine(EngineBase):
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         if self.server.state != READY:
             raise EngineLoadError(f"server {self.server.failure_text()}")
-        return self.client.generate(requests, sampling, on_done)
+        with cpu_share.generating(self) if self.uses_local_cpu() else nullcontext():
+            return self.client.generate(requests, sampling, on_done)
 
     def score_reference(self, prompt: str, reference: str):
         """The reference's token log-probabilities under the served model (lab.engines.reference_likelihood)."""

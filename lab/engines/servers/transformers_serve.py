@@ -99,5 +99,8 @@ class TransformersServeEngine(ManagedEngine):
     def server_env(self) -> dict[str, str]:
         return {**super().server_env(), "TOKENIZERS_PARALLELISM": "false"}
 
+    def uses_local_cpu(self) -> bool:
+        return self.gpu is None and not self.device.startswith("cuda")
+
     def device_text(self) -> str:
         return f"server ({self.device}{', GPU ' + self.gpu if self.gpu is not None else ''})"

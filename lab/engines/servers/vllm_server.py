@@ -302,6 +302,9 @@ class VLLMServerEngine(ManagedEngine):
         value = self.settings.get("max_model_len")
         return int(value) if value is not None else None
 
+    def uses_local_cpu(self) -> bool:
+        return self.on_cpu
+
     def device_text(self) -> str:
         tp = self.settings.get("tensor_parallel_size", 1)
         if self.on_cpu:
