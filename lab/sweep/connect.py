@@ -151,6 +151,9 @@ def connect(address: str | None, stop: threading.Event | None = None):
     finishes."""
     ray = import_ray()
     address = sweep_address(address)
+    if stop is None:  # the CLI: in its own thread (Ray sets its SIGTERM handler there), Ctrl-C ends the wait
+        with _INIT:
+            return ray, _join(ray, address)
     box: dict = {}
     done, handoff = threading.Event(), threading.Lock()
 
