@@ -95,7 +95,7 @@ def test_cli_sweep_at_a_port_that_is_not_ray_is_one_line_in_seconds(tmp_path):
     assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"the Ray cluster at 127.0.0.1:{port} (Ray dials {node_ip()}:{port}) accepts connections but gives no " \
            "Ray answer" in errors[0], errors
-    assert took < 60, took
+    assert took < 90, took  # Python's and the lab's start included, on a loaded machine; it was minutes
     print(f"\nCLI sweep at a silent listener: one line after {took:.1f} s")
 
     with silent_listener("127.0.0.1") as port:  # answers the loopback address only: not where Ray dials
