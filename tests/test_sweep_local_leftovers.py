@@ -37,6 +37,7 @@ def alive(procs: dict[int, tuple[float, str]]) -> list[str]:
     return left
 
 
+@pytest.mark.timeout(1200)  # a served engine's first step took over 9 minutes at load 25
 def test_a_killed_local_driver_leaves_no_ray_process_and_no_actor_folder(tiny_model_dir, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
