@@ -27,12 +27,12 @@ class TerminalBars:
                 tqdm.write(f"{snap.spec}: its node was lost; re-placing it (resumes from the last step received)",
                            file=sys.stderr)
             self.states[i] = snap.state
-            if bar.n != snap.done:
-                bar.n = snap.done
+            if (bar.n, bar.total) != (snap.done, snap.total):  # a stored run's total drops to the steps it has
+                bar.n, bar.total = snap.done, snap.total
                 bar.refresh()
-        done = overall(snapshots)[0]
-        if self.overall.n != done:
-            self.overall.n = done
+        done, total = overall(snapshots)
+        if (self.overall.n, self.overall.total) != (done, total):
+            self.overall.n, self.overall.total = done, total
             self.overall.refresh()
 
     def close(self) -> None:

@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {outcome.error or outcome.spec + ': stopped'}", file=sys.stderr)
             continue
         agg = outcome.aggregate
-        print(f"{outcome.spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} -> {outcome.path}")
+        lacking = (f" ({outcome.missing} of the {len(steps)} selected are not in its stored run)"
+                   if outcome.missing else "")
+        print(f"{outcome.spec}: {agg['steps']} steps{lacking}, score {100 * agg['avg_command_f1']:.2f} -> {outcome.path}")
         if out_dir.resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder: the driver imports
             from lab.store.autoimport import import_new_run
 

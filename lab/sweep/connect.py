@@ -1,15 +1,21 @@
-"""The sweep's driver joins Ray: the cluster at an address, or a local instance; one clear line when
-Ray is missing or the cluster cannot be reached (never a minutes-long wait on a dead address)."""
+"""The sweep's driver joins Ray: the cluster at an address, or a local instance. Every way it can fail is
+one clear line, never a minutes-long wait: the address Ray really dials (HEAD:PORT with a loopback host
+becomes this node's own address) gets a 3-second TCP connect, then one bounded call of Ray's own GCS
+protocol tells a Ray head from any other listener and says whether it wants a token (lab.sweep.auth);
+ray.init runs only after that. A Stop (`stop`) ends the wait at once."""
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from urllib.parse import urlsplit
 
 from lab.errors import LabError
 
 RAY_MISSING = "Ray is not installed in the lab's environment: pip install -r requirements-ray.txt"
 REACH_TIMEOUT_S = 3.0
+_INIT = threading.Lock()  # one ray.init / shutdown at a time in this process (an abandoned connect included)
+_WATCHDOG: list = []  # the reaper of a `local` instance this process started (lab.sweep.reaper)
 
 
 def import_ray():
@@ -41,25 +47,89 @@ def head_endpoint(address: str) -> tuple[str, int] | None:
     return host, port
 
 
-def check_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
-    """LabError naming the address when nothing answers at the head's port."""
-    endpoint = head_endpoint(address)
+def dialled(address: str) -> str | None:
+    """The HOST:PORT Ray's driver dials for a GCS address (Ray turns a loopback host into this node's own
+    address; `auto` reads the cluster this machine last started); None for `local`, `ray://` and an
+    `auto` that finds nothing (ray.init then says so at once)."""
+    if address == "local" or address.startswith("ray://"):
+        return None
+    if address != "auto":
+        host, port = head_endpoint(address)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        return canonicalize_bootstrap_address(address)
+    except Exception as exc:  # noqa: BLE001 - a host this machine cannot resolve, a malformed RAY_ADDRESS …
+        raise LabError(f"Ray address {address[:200]}: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def check_reachable(address: str, target: str | None = None, timeout: float = REACH_TIMEOUT_S) -> None:
+    """LabError naming the address (and the one Ray dials, when it differs) when nothing answers there."""
+    endpoint = head_endpoint(target or address)
     if endpoint is None:
         return
     try:
         socket.create_connection(endpoint, timeout=timeout).close()
     except (OSError, UnicodeError) as exc:  # UnicodeError: a host name IDNA cannot encode (a label over 63)
         why = getattr(exc, "strerror", None) or type(exc).__name__
-        raise LabError(f"cannot reach the Ray cluster at {address[:200]} ({why}): is `ray start --head` running "
+        via = f"; Ray dials {target[:200]}" if target and target != address else ""
+        raise LabError(f"cannot reach the Ray cluster at {address[:200]} ({why}{via}): is `ray start --head` running "
                        "there, and is the address right?") from None
 
 
-def connect(address: str | None):
-    """Ray, connected to `address` (see sweep_address; `local` starts an instance here without a
-    dashboard), and the context ray.init returned."""
-    ray = import_ray()
-    address = sweep_address(address)
-    check_reachable(address)
+def _gcs_answer_s() -> int:
+    from lab.sweep.specs import limits
+
+    return limits()["gcs_answer_s"]
+
+
+def gcs_answers(address: str, target: str) -> bool:
+    """One bounded call of Ray's GCS protocol at `target` (as this process's token mode stands): True when
+    the head answers, False when it asks for a token (or refuses the one sent); LabError when what
+    listens there is no Ray head."""
+    from ray._raylet import InnerGcsClient
+    from ray.exceptions import AuthenticationError
+
+    seconds = _gcs_answer_s()
+    try:
+        InnerGcsClient.standalone(target, None, seconds * 1000)
+    except AuthenticationError:
+        return False
+    except Exception as exc:  # noqa: BLE001 - RpcError "Timed out while waiting for GCS": not Ray's protocol
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        via = f" (Ray dials {target[:200]})" if target != address else ""
+        raise LabError(f"the Ray cluster at {address[:200]}{via} accepts connections but gives no Ray answer in "
+                       f"{seconds} s ({first}): is that the head's GCS port (`ray start --head --port PORT`, "
+                       "6379 by default)?") from None
+    return True
+
+
+def authenticate(address: str, target: str) -> None:
+    """Make this process able to talk to the head at `target`: token mode turned on when the head asks
+    for a token and this machine has one; LabError saying what is missing otherwise."""
+    from lab.sweep import auth
+
+    auth.check_token_mode()
+    if gcs_answers(address, target):
+        return
+    sent = auth.mode() == "token"
+    if not sent and auth.mode() is None and auth.token_source() is not None:
+        auth.use_token()
+        sent = True
+        if gcs_answers(address, target):
+            return
+    raise auth.refused(address, sent)
+
+
+def _join(ray, address: str):
+    """Ray connected (or a local instance started): the context ray.init returned."""
+    target = dialled(address)
+    if target is not None:
+        check_reachable(address, target)
+        authenticate(address, target)
+    elif address.startswith("ray://"):
+        check_reachable(address)
     kwargs = {"include_dashboard": False} if address == "local" else {"address": address}
     try:
         context = ray.init(ignore_reinit_error=True, log_to_driver=False, **kwargs)
@@ -67,7 +137,63 @@ def connect(address: str | None):
         ray.shutdown()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise LabError(f"cannot connect to the Ray cluster at {address[:200]}: {first[:300]}") from None
-    return ray, context
+    if address == "local":
+        from lab.sweep.reaper import watch
+
+        _WATCHDOG.append(watch(context.address_info["session_dir"]))
+    return context
+
+
+def connect(address: str | None, stop: threading.Event | None = None):
+    """Ray, connected to `address` (see sweep_address; `local` starts an instance here without a
+    dashboard, ended with this process however it ends), and the context ray.init returned. A `stop`
+    set while connecting ends the wait at once with a LabError; the abandoned connect is undone when it
+    finishes."""
+    ray = import_ray()
+    address = sweep_address(address)
+    if stop is None:  # the CLI: in its own thread (Ray sets its SIGTERM handler there), Ctrl-C ends the wait
+        with _INIT:
+            return ray, _join(ray, address)
+    box: dict = {}
+    done, handoff = threading.Event(), threading.Lock()
+
+    def attempt() -> None:
+        with _INIT:
+            try:
+                box["context"] = _join(ray, address)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller below
+                box["error"] = exc
+            with handoff:
+                if box.get("abandoned") and "context" in box:
+                    _shutdown(ray)
+                box["finished"] = True
+        done.set()
+
+    threading.Thread(target=attempt, name="lab-sweep-connect", daemon=True).start()
+    while not done.wait(0.1):
+        if stop is not None and stop.is_set():
+            with handoff:
+                box["abandoned"] = not box.get("finished")
+            if box["abandoned"]:
+                raise LabError(f"stopped while connecting to the Ray cluster at {address[:200]}")
+            done.wait()
+    if "error" in box:
+        raise box["error"]
+    return ray, box["context"]
+
+
+def _shutdown(ray) -> None:
+    ray.shutdown()
+    while _WATCHDOG:
+        reaper = _WATCHDOG.pop()
+        reaper.stdin.close()  # the reaper ends whatever of the local instance is left, then exits
+        threading.Thread(target=reaper.wait, name="lab-sweep-reaper", daemon=True).start()
+
+
+def disconnect(ray) -> None:
+    """Leave the cluster (a local instance ends with every process it started)."""
+    with _INIT:
+        _shutdown(ray)
 
 
 def dashboard_url(context) -> str | None:

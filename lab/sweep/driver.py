@@ -35,6 +35,7 @@ class Job:
     replacements: int = 0
     events: list = field(default_factory=list)
     lengths: list = field(default_factory=list)  # prompt tokens of a shard's steps (for the merged context stats)
+    missing: int = 0  # steps its engine has no answer for (a stored run's): not counted in its progress
     done: int = 0
     state: str = states.WAITING
     node: str | None = None
@@ -45,7 +46,8 @@ class Job:
         return self.spec + (f" [{self.shard[0]}/{self.shard[1]}]" if self.shard else "")
 
     def snapshot(self) -> JobProgress:
-        return JobProgress(self.spec, self.label, self.done, len(self.steps), self.state, self.node, self.error)
+        return JobProgress(self.spec, self.label, self.done, len(self.steps) - self.missing, self.state, self.node,
+                           self.error, self.missing)
 
 
 class _Reporter:
@@ -81,7 +83,8 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
     the checkpoint (every step received) for a later resume."""
     from ray.exceptions import RayActorError, RayTaskError
 
-    remote = ray.remote(max_restarts=0, max_task_retries=0)(EngineWorker)
+    # two calls at once: `discard` (on a stop) runs beside a streaming `run`
+    remote = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=2)(EngineWorker)
     while True:
         if stop.is_set():
             report(job, state=states.STOPPED)
@@ -93,6 +96,7 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
         try:
             report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
             stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name)))
+            job.missing = ray.get(actor.missing.remote([s.key for s in job.steps]))
             checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
             header, entries = (checkpoint.read_entries() if (resume or job.replacements) and checkpoint.exists()
                                else (None, []))
@@ -128,6 +132,9 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
                 return
             report(job, state=states.REPLACING, node=None)
         except RayTaskError as exc:
+            if stop.is_set():  # the replay saw its folder go (discard) or its server die: a stop, not a failure
+                report(job, state=states.STOPPED)
+                return
             report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
             return
         except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
@@ -140,10 +147,29 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
             job.actor = None
 
 
+DISCARD_WAIT_S = 5.0
+
+
+def _discard_all(ray, actors: list) -> None:
+    """Ask every live actor to remove its temporary folder (a few seconds at most: a lost one is skipped)."""
+    refs = []
+    for actor in actors:
+        try:
+            refs.append(actor.discard.remote())
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    try:
+        ray.wait(refs, num_returns=len(refs), timeout=DISCARD_WAIT_S)
+    except Exception:  # noqa: BLE001 - an actor died meanwhile: its folder goes with the next actor there
+        pass
+
+
 def _stop_watch(ray, jobs: list[Job], stop: threading.Event, over: threading.Event) -> None:
-    """Kill every live actor once `stop` is set (their servers die with them); finished steps stay."""
+    """Kill every live actor once `stop` is set (their servers die with them, their folders first);
+    finished steps stay."""
     while not over.is_set():
         if stop.wait(0.1):
+            _discard_all(ray, [job.actor for job in jobs if job.actor is not None])
             for job in jobs:
                 if job.actor is not None:
                     _kill(ray, job.actor)

@@ -35,6 +35,7 @@ class Outcome:
     aggregate: dict | None = None
     error: str | None = None
     stopped: bool = False
+    missing: int = 0  # selected steps its engine had no answer for (a stored run's): not in its file
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,15 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
         if any(j.result is None for j in mine):
             outcomes.append(Outcome(spec, stopped=True))
             continue
+        missing = sum(j.missing for j in mine)
         if sweep.shards == 1:
-            outcomes.append(Outcome(spec, mine[0].path, mine[0].result["aggregate"]))
+            outcomes.append(Outcome(spec, mine[0].path, mine[0].result["aggregate"], missing=missing))
             continue
         threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
         merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
         path = sweep.out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
         write_result_file(path, merged)
-        outcomes.append(Outcome(spec, path, merged["aggregate"]))
+        outcomes.append(Outcome(spec, path, merged["aggregate"], missing=missing))
     return outcomes
 
 
@@ -101,10 +103,10 @@ def execute(sweep: Sweep, address: str | None, resume: bool, *, progress: Progre
             connected: Callable[[Cluster], None] | None = None) -> tuple[list[Job], list[Outcome]]:
     """Connect to Ray (lab.sweep.connect), run every job with progress to `progress` until done or
     `stop`, disconnect, and merge: the jobs (with their audit events) and each engine's outcome."""
-    from lab.sweep.connect import connect, dashboard_url, sweep_address
+    from lab.sweep.connect import connect, dashboard_url, disconnect, sweep_address
     from lab.sweep.driver import run_jobs
 
-    ray, context = connect(address)
+    ray, context = connect(address, stop)
     try:
         nodes = ray.nodes()
         if connected is not None:
@@ -113,5 +115,5 @@ def execute(sweep: Sweep, address: str | None, resume: bool, *, progress: Progre
         jobs = plan_jobs(sweep, nodes)
         run_jobs(ray, jobs, sweep.out_dir, resume, audit=audit, progress=progress, stop=stop)
     finally:
-        ray.shutdown()
+        disconnect(ray)
     return jobs, finish(sweep, jobs)

@@ -22,10 +22,11 @@ class JobProgress:
     spec: str
     label: str  # the spec, with `[i/n]` for a shard
     done: int
-    total: int
+    total: int  # the steps it can run: a stored run's missing steps are not counted
     state: str = WAITING
     node: str | None = None  # the Ray node it runs on, once placed
     error: str | None = None
+    missing: int = 0  # selected steps it has no answer for (a stored run's), known once it is loaded
 
 
 # Called after every change, with every job's snapshot in the sweep's order.

@@ -17,8 +17,9 @@ _GLOB = re.compile(r"[*\[]")  # `?` starts a SPEC's options, so it is no wildcar
 
 @lru_cache(maxsize=1)
 def limits() -> dict[str, int]:
-    """The limits of limits.yaml (or of $LAB_SWEEP_LIMITS)."""
-    return {k: int(v) for k, v in read_limits(LIMITS_PATH, LIMITS_ENV, "the sweep limits").items()}
+    """The limits of limits.yaml, with those of $LAB_SWEEP_LIMITS (when set) over them."""
+    shipped = read_limits(LIMITS_PATH, "", "the sweep limits")
+    return {k: int(v) for k, v in {**shipped, **read_limits(LIMITS_PATH, LIMITS_ENV, "the sweep limits")}.items()}
 
 
 def _too_many(spec: str, count: int) -> LabError:

@@ -1,11 +1,16 @@
 """One engine (or shard) on a Ray node: the lab's own engine, supervisor and `replay`, streaming finished steps back.
 
 The worker writes only a private checkpoint in a temporary folder (the lab's replay code path, unchanged);
-the driver alone writes result files, checkpoints and the store.
+the driver alone writes result files, checkpoints and the store. The folder goes when the actor closes or
+the driver stops it (`discard`); one left by an actor that was killed outright (its node lost, its driver
+killed) goes when the next actor on that machine starts or closes.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -16,8 +21,22 @@ from typing import Iterator
 from lab.runs.checkpoint import Checkpoint, Entry
 
 
+PREFIX = "lab-sweep-"
+_OWNED = re.compile(rf"{PREFIX}(\d+)-")  # lab-sweep-PID-XXXX: the folder of the actor process PID
+
+
 def _key(row: dict) -> str:
     return f"{row.get('task_id')}/{row.get('step_idx')}"
+
+
+def remove_orphans() -> None:
+    """Remove the temporary folders of sweep actors that no longer run on this machine."""
+    import psutil
+
+    for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        owner = _OWNED.match(path.name)
+        if owner and path.is_dir() and not psutil.pid_exists(int(owner[1])):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class EngineWorker:
@@ -29,7 +48,8 @@ class EngineWorker:
         if audit:
             sys.addaudithook(self._audit)
         self.engine = None
-        self.dir = Path(tempfile.mkdtemp(prefix="lab-sweep-"))
+        remove_orphans()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
 
     def _audit(self, event: str, args: tuple) -> None:
         if event == "open" and args and isinstance(args[0], (str, bytes)):
@@ -57,6 +77,12 @@ class EngineWorker:
         if getattr(self.engine, "load_time_sec", None) is None:
             self.engine.load_time_sec = time.perf_counter() - t0
         return run_file_name(self.engine, run_name)
+
+    def missing(self, keys: list[str]) -> int:
+        """How many of these steps the loaded engine has no answer for: a stored run covers only the steps
+        it answered (they are left out of its file); every other engine answers all."""
+        rows = getattr(self.engine, "rows", None) if getattr(self.engine, "kind", "") == "stored" else None
+        return 0 if rows is None else sum(1 for key in keys if key not in rows)
 
     def run(self, steps: list, options: dict, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
         """Replay `steps`, resuming from `entries` (the rows the driver already holds); yield
@@ -121,7 +147,14 @@ class EngineWorker:
             yield ("lengths", [render_for_engine(self.engine, s).n_tokens for s in steps])
         yield ("result", result)
 
+    def discard(self) -> None:
+        """Remove this actor's folder (the driver holds every step received): called just before a stop kills it."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def close(self) -> None:
+        """Close the engine (its server stops) and remove this actor's folder and any orphaned ones."""
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+        self.discard()
+        remove_orphans()

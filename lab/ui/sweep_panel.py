@@ -259,6 +259,7 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
                 if line:
                     gr.Warning(line)
 
+    # no queue of its own: a second caller reaches the slot at once and is told a sweep is running
     start.click(run_sweep, [inputs["engines"], patterns, inputs["tasks"], inputs["buckets"], inputs["groups"], shards,
                             samples, inputs["resume"], inputs["new_run"], inputs["run_name"]], live,
-                api_name="run_sweep", concurrency_limit=1)
+                api_name="run_sweep", concurrency_limit=None)
