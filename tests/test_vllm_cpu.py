@@ -358,8 +358,10 @@ def test_vllm_and_transformers_agree_on_answer_and_reference_log_probabilities(v
             assert a.logprobs is not None and b.logprobs is not None and len(a.logprobs.logprobs) == len(a.token_ids)
             assert max(abs(x - y) for x, y in zip(a.logprobs.logprobs, b.logprobs.logprobs)) < 1e-3
             for top_a, top_b in zip(a.logprobs.top, b.logprobs.top):
-                assert len(top_a) == len(top_b) == 5
-                assert max(abs(x[1] - y[1]) for x, y in zip(top_a, top_b)) < 1e-3
+                # the top 5 by token id; alternatives that decode to the same text (byte pieces as '\ufffd')
+                # share one entry, so a side may list fewer: each listed value is one of the other side's
+                assert 1 <= len(top_a) <= 5 and 1 <= len(top_b) <= 5 and abs(top_a[0][1] - top_b[0][1]) < 1e-3
+                assert all(min(abs(v - w) for _, w in top_b) < 1e-3 for _, v in top_a)
         for step in steps:
             ra, rb = score_step(served, step), score_step(local, step)
             assert ra["error"] is None and rb["error"] is None and ra["ref_tokens"] == rb["ref_tokens"] > 100
