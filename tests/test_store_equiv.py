@@ -49,18 +49,25 @@ def test_runs_carry_equiv_score_and_spelling_gap(store):
     assert store.scalar("SELECT count(*) FROM results_all WHERE source = 'published' AND equiv_score IS NOT NULL") == 0
 
 
-def test_without_a_replay_cd_targets_stay_relative(tmp_path):
+def test_without_a_replay_a_relative_cd_needs_the_replay(tmp_path):
     results = make_results_dir(tmp_path)
     rows = [{"task_id": "task-000", "step_idx": 0, "pred_command_units": ["cd /app/myproject", "ls -la"],
              "ref_command_units": ["cd myproject", "ls -al"], "command_precision": 0.5, "command_recall": 0.5,
+             "command_f1": 0.5, "first_cmd_exact": 0.0},
+            {"task_id": "task-000", "step_idx": 1, "pred_command_units": ["ls -la"],
+             "ref_command_units": ["ls -al"], "command_precision": 0.5, "command_recall": 0.5,
              "command_f1": 0.5, "first_cmd_exact": 0.0}]
     write_json(results / "a.json", result_from_rows(rows, "org/model-a"))
     settings = Settings(results_dir=results, db_path=tmp_path / "lab.duckdb", replay_path=None,
                         cache_dir=tmp_path / "cache")
     with open_store(settings) as s:
-        step = s.dicts("SELECT command_f1, equiv_f1, equiv_cwd FROM steps")[0]
-    # ls -la = ls -al counts; cd myproject cannot be resolved without the screen's cwd
-    assert step["equiv_cwd"] is None and step["command_f1"] == 0.5 < step["equiv_f1"] < 1.0
+        steps = s.dicts("SELECT command_f1, equiv_f1, equiv_cwd, equiv_skipped FROM steps ORDER BY ord")
+        run = s.dicts("SELECT equiv_state, equiv_score FROM runs")[0]
+    # `cd myproject` cannot be resolved without the screen's cwd: no number (Compare, with the
+    # replay, would give another); `ls -la` = `ls -al` needs no screen
+    assert steps[0]["equiv_f1"] is None and steps[0]["equiv_skipped"] == "equiv needs the replay"
+    assert steps[1]["equiv_cwd"] is None and steps[1]["equiv_f1"] == 1.0 > steps[1]["command_f1"]
+    assert run == {"equiv_state": "needs_replay", "equiv_score": None}
 
 
 def test_reimport_of_a_changed_file_recomputes_equiv(store, tmp_path):

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.published.catalogue import Entry
+from lab.published.checks import check_step_sizes, check_values
 from lab.published.limits import fetch_limits
 
 # The checks a cached file passed (see verify_file); a file cached under older checks is checked again
 # before it is imported (a 0-step or malformed file fetched by an older lab is refused then).
-CHECKS_VERSION = 2
+# 3: scores in range, aggregate counts matching the rows, steps within sane sizes (lab.published.checks).
+CHECKS_VERSION = 3
 
 
 class Cache:
@@ -98,9 +100,7 @@ def verify_file(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
     parse_result_bytes(content, entry.path)  # every field the lab reads: types, finite numbers
     if not data["per_step"]:
         raise LabError(f"{entry.path}: a run with no steps (per_step is empty); the download was discarded")
-    low, high = fetch_limits()["score_range"]
-    f1 = (data.get("aggregate") or {}).get("avg_command_f1")
-    if f1 is not None and not low <= f1 <= high:
-        raise LabError(f"{entry.path}: field 'aggregate.avg_command_f1' is {f1!r}, outside {low}..{high}; "
-                       "the download was discarded")
+    limits = fetch_limits()
+    check_values(entry.path, data, limits)  # scores in range, aggregate.steps/tasks matching the rows
+    check_step_sizes(entry.path, data, limits)  # a step's units: what the equiv fill may have to handle
     return file_facts(content, data)

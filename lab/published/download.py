@@ -3,6 +3,7 @@ resumed with a Range request, held to the fetch limits (decoded-size cap, per-fi
 only within LAB_PUBLISHED_BASE_URL, allowed encodings), and checked before it is kept."""
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import threading
@@ -102,36 +103,78 @@ def _next_url(entry: Entry, url: str, resp, base: str, hops: int, limit: int) ->
 
 
 class _Watchdog:
-    """Shuts a file's connection down at its deadline, whatever phase it is in (a server that drips
-    its headers a byte at a time never trips a per-read timeout). httpcore's trace hook hands over
-    the socket when the connection opens."""
+    """Shuts a file's connection down at its deadline, or when it receives fewer than `min_rate` bytes
+    per second over any `window` seconds (as curl's --speed-limit/--speed-time), whatever phase it is in:
+    a server that drips its headers or body a byte at a time never trips a per-read timeout. httpcore's
+    trace hook hands over the socket when a connection opens; `received` counts the body's raw bytes."""
 
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.fired = False
-        self._timer: threading.Timer | None = None
+    def __init__(self, deadline: float, min_rate: float, window: float) -> None:
+        self.deadline, self.min_rate, self.window = deadline, min_rate, window
+        self.why: str | None = None  # "deadline" or "slow" once it fired
+        self.received = 0
+        self._sock = None
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def fired(self) -> bool:
+        return self.why is not None
 
     def trace(self, name: str, info: dict) -> None:
         if name == "connection.connect_tcp.complete" and info.get("return_value") is not None:
             sock = info["return_value"].get_extra_info("socket")
             if sock is not None:
-                self.cancel()
-                self._timer = threading.Timer(max(self.deadline - time.monotonic(), 0.0), self._fire, (sock,))
-                self._timer.daemon = True
-                self._timer.start()
+                with self._lock:
+                    self._sock = sock
+                    self._samples.clear()  # a new connection: its rate is measured from now
+                    self._samples.append((time.monotonic(), self.received))
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._watch, name="lab-fetch-watchdog", daemon=True)
+                    self._thread.start()
 
-    def _fire(self, sock) -> None:
+    def feed(self, n: int) -> None:
+        """`n` more bytes arrived."""
+        self.received += n
+
+    def _watch(self) -> None:
+        step = max(min(self.window / 10, 0.5), 0.05)
+        while not self._done.wait(max(min(step, self.deadline - time.monotonic()), 0.0)):
+            now = time.monotonic()
+            with self._lock:
+                samples = self._samples
+                samples.append((now, self.received))
+                while len(samples) > 1 and samples[1][0] <= now - self.window:
+                    samples.popleft()
+                slow = (self.min_rate > 0 and samples[0][0] <= now - self.window
+                        and self.received - samples[0][1] < self.min_rate * (now - samples[0][0]))
+                why = "deadline" if now >= self.deadline else "slow" if slow else None
+                if why is not None:
+                    self.why = why
+                    self._shutdown()
+                    return
+
+    def _shutdown(self) -> None:
         import socket
 
-        self.fired = True
         try:
-            sock.shutdown(socket.SHUT_RDWR)
+            if self._sock is not None:
+                self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._done.set()
+
+
+def _cut(entry: Entry, dog: _Watchdog, limits: dict) -> LabError:
+    """Why a file was cut: its deadline, or a transfer rate below the minimum."""
+    if dog.why == "slow":
+        return LabError(f"{entry.path}: slower than {limits['min_rate_bytes_s']} bytes/s for "
+                        f"{limits['min_rate_window_s']} s (the minimum transfer rate); the download was discarded")
+    return LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s (the per-file deadline); "
+                    "the download was discarded")
 
 
 def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report: FetchReport,
@@ -141,14 +184,12 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
 
     limits = fetch_limits()
     deadline = time.monotonic() + float(limits["file_deadline_s"])
-    late = LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s (the per-file deadline); "
-                    "the download was discarded")
     cap = cache.known(entry).get("size") or entry.size or int(limits["max_file_bytes"])
     target = cache.file(entry)
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
     last: Exception | None = None
-    dog = _Watchdog(deadline)
+    dog = _Watchdog(deadline, float(limits["min_rate_bytes_s"]), float(limits["min_rate_window_s"]))
     with httpx.Client(timeout=read_timeout, follow_redirects=False) as client:
         try:
             for _ in range(max(attempts, 1)):
@@ -159,8 +200,8 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
                 try:
                     while True:
                         left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise late
+                        if left <= 0 or dog.fired:
+                            raise _cut(entry, dog, limits)
                         wait = httpx.Timeout(min(read_timeout, left))
                         with client.stream("GET", url, headers=headers, timeout=wait,
                                            extensions={"trace": dog.trace}) as resp:
@@ -168,14 +209,17 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
                                 url = _next_url(entry, url, resp, base, hops, int(limits["max_redirects"]))
                                 hops += 1
                                 continue
-                            _receive(entry, resp, part, have, cap, deadline, limits, progress, report, url)
+                            _receive(entry, resp, part, have, cap, dog, limits, progress, report, url)
+                            if dog.fired:  # the cut may read as the body's end (no Content-Length)
+                                raise _cut(entry, dog, limits)
                             break
                     last = None
                     break
                 except (httpx.TransportError, httpx.DecodingError) as exc:
                     last = exc
                     if dog.fired or time.monotonic() >= deadline:
-                        raise late from None
+                        dog.why = dog.why or "deadline"
+                        raise _cut(entry, dog, limits) from None
         except LabError:
             part.unlink(missing_ok=True)
             raise
@@ -195,9 +239,10 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
     report.downloaded.append(entry.path)
 
 
-def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: float, limits: dict,
+def _receive(entry: Entry, resp, part: Path, have: int, cap: int, dog: _Watchdog, limits: dict,
              progress: _Progress, report: FetchReport, url: str) -> None:
-    """Write one response's decoded body into `part`, within the size cap and the file's deadline."""
+    """Write one response's decoded body into `part`, within the size cap, the file's deadline and
+    the minimum transfer rate (`dog`)."""
     if resp.status_code == 416 and have:  # the part file is already complete
         return
     if resp.status_code not in (200, 206):
@@ -213,6 +258,7 @@ def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: floa
     written = have
     with open(part, "ab" if resume else "wb") as out:
         for raw in resp.iter_raw():  # as received: a cut leaves every byte read
+            dog.feed(len(raw))
             chunk = decoder.feed(raw, cap - written)
             written += len(chunk)
             if written > cap:
@@ -220,9 +266,10 @@ def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: floa
                                "knows, or max_file_bytes); the download was discarded")
             out.write(chunk)
             progress.add(len(chunk))
-            if time.monotonic() > deadline:
-                raise LabError(f"{entry.path}: not complete after {limits['file_deadline_s']} s "
-                               "(the per-file deadline); the download was discarded")
+            if time.monotonic() > dog.deadline:
+                dog.why = dog.why or "deadline"
+            if dog.fired:
+                raise _cut(entry, dog, limits)
 
 
 def fetch_entries(

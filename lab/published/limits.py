@@ -10,5 +10,7 @@ LIMITS_ENV = "LAB_PUBLISHED_FETCH_LIMITS"
 
 
 def fetch_limits() -> dict:
-    """The fetch limits (assets/published/fetch.yaml, or the file LAB_PUBLISHED_FETCH_LIMITS names)."""
-    return read_limits(LIMITS_PATH, LIMITS_ENV, "the fetch limits")
+    """The fetch limits: assets/published/fetch.yaml, with the keys of the file LAB_PUBLISHED_FETCH_LIMITS
+    names (when set) in their place; a key that file lacks keeps its shipped value."""
+    shipped = read_limits(LIMITS_PATH, "", "the fetch limits")
+    return {**shipped, **read_limits(LIMITS_PATH, LIMITS_ENV, "the fetch limits")}

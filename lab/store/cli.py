@@ -21,17 +21,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("query", help='e.g. "SELECT count(*) FROM leaderboard WHERE in_first_56"')
     p = sub.add_parser("import", help="import result JSON files or folders of them (recursively)")
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--replay", default=None, metavar="JSONL",
+                   help="the replay file whose step screens give equiv_f1 its working directories (default: "
+                        "$LAB_REPLAY, else the cached download); runs filled without it are filled again")
     sub.add_parser("rebuild", help="recreate the store from the results folder")
     sub.add_parser("tables", help="list tables and views with their row counts")
 
 
-def _store(args: argparse.Namespace, *, sync: bool = True) -> Store:
+def _store(args: argparse.Namespace, *, sync: bool = True, fill_left_pending: bool = True) -> Store:
     kwargs = {}
     if args.results:
         kwargs["results_dir"] = args.results
     if args.db:
         kwargs["db_path"] = args.db
-    store = open_store(Settings(**kwargs), sync=sync)
+    if getattr(args, "replay", None):
+        kwargs["replay_path"] = args.replay
+    store = open_store(Settings(**kwargs), sync=sync, fill_left_pending=fill_left_pending)
     for name, why in store.import_problems:  # broken files under results/ are never skipped silently
         print(f"warning: not imported: {why if why.startswith(name) else f'{name}: {why}'}", file=sys.stderr)
     return store
@@ -47,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if cmd == "rebuild":
         with _store(args, sync=False) as store, store.hold():
             return _print_report(rebuild(store))
-    with _store(args, sync=cmd != "import") as store:
+    # a query (sql, tables) never waits for equiv fills of runs it did not import itself
+    with _store(args, sync=cmd != "import", fill_left_pending=cmd == "import") as store:
         if cmd == "sql":
             try:
                 df = store.query(args.query)

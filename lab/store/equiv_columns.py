@@ -10,12 +10,12 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from lab.scoring.equiv import EquivContext, equiv_batch, replay_contexts
+from lab.scoring.equiv import NEEDS_REPLAY, EquivContext, depends_on_cwd, equiv_batch, replay_contexts, too_large
 from lab.scoring.metrics import StepMetrics
 
 EQUIV_STEP_SCHEMA = pa.schema(
     [("equiv_precision", pa.float64()), ("equiv_recall", pa.float64()), ("equiv_f1", pa.float64()),
-     ("equiv_cwd", pa.string())]
+     ("equiv_cwd", pa.string()), ("equiv_skipped", pa.string())]
 )
 
 
@@ -27,10 +27,13 @@ def _stored_metrics(row: dict) -> StepMetrics | None:
 
 
 def with_equiv_columns(steps: pa.Table, contexts: Mapping[str, EquivContext], scorer: str) -> pa.Table:
-    """`steps` plus equiv_precision/recall/f1 and equiv_cwd, from each row's stored units.
+    """`steps` plus equiv_precision/recall/f1, equiv_cwd and equiv_skipped, from each row's stored units.
 
     The context of a step (its working directory) comes from `contexts` by step key; a step
-    missing there is normalised without one (relative `cd` targets then stay as written).
+    missing there whose units depend on the working directory (a relative `cd`) gets NULL metrics
+    and equiv_skipped "equiv needs the replay" (Compare, which has the step's screen, would give
+    another number); one missing there otherwise is normalised without one. A step past the equiv
+    limits gets NULL metrics and equiv_skipped saying why.
     """
     rows = steps.select(
         ["step_key", "pred_command_units", "ref_command_units", "first_cmd_exact", "command_precision",
@@ -38,16 +41,23 @@ def with_equiv_columns(steps: pa.Table, contexts: Mapping[str, EquivContext], sc
     ).to_pylist()
     empty = EquivContext()
     ctxs = [contexts.get(r["step_key"], empty) for r in rows]
-    metrics = equiv_batch(
-        [(r["pred_command_units"] or [], r["ref_command_units"] or [], c) for r, c in zip(rows, ctxs)],
-        harness=[_stored_metrics(r) for r in rows],
-        scorer=scorer,
-    )
+    units = [(r["pred_command_units"] or [], r["ref_command_units"] or []) for r in rows]
+    # no screen for this step (no replay known, or a key it lacks) and units whose meaning needs one
+    blind = [r["step_key"] not in contexts and too_large(p, q) is None and depends_on_cwd(p, q)
+             for r, (p, q) in zip(rows, units)]
+    todo = [i for i, b in enumerate(blind) if not b]
+    computed = equiv_batch([(*units[i], ctxs[i]) for i in todo], harness=[_stored_metrics(rows[i]) for i in todo],
+                           scorer=scorer)
+    metrics: list[Any] = [None] * len(rows)
+    for i, m in zip(todo, computed):
+        metrics[i] = m
     columns = {
-        "equiv_precision": [m.precision for m in metrics],
-        "equiv_recall": [m.recall for m in metrics],
-        "equiv_f1": [m.f1 for m in metrics],
+        "equiv_precision": [m and m.precision for m in metrics],
+        "equiv_recall": [m and m.recall for m in metrics],
+        "equiv_f1": [m and m.f1 for m in metrics],
         "equiv_cwd": [c.cwd for c in ctxs],
+        "equiv_skipped": [NEEDS_REPLAY if b else None if m is not None else too_large(*u)
+                          for m, b, u in zip(metrics, blind, units)],
     }
     for field in EQUIV_STEP_SCHEMA:
         steps = steps.append_column(field, pa.array(columns[field.name], type=field.type))
@@ -55,9 +65,10 @@ def with_equiv_columns(steps: pa.Table, contexts: Mapping[str, EquivContext], sc
 
 
 def run_equiv_fields(steps: pa.Table, score: float | None) -> dict[str, Any]:
-    """avg_equiv_f1, equiv_score (x100, 2 decimals) and spelling_gap = equiv_score - score (points)."""
+    """avg_equiv_f1, equiv_score (x100, 2 decimals) and spelling_gap = equiv_score - score (points);
+    all None when a step was skipped (a mean over some of the steps would be a wrong number)."""
     n = steps.num_rows
-    if not n:
+    if not n or steps.column("equiv_f1").null_count:
         return {"avg_equiv_f1": None, "equiv_score": None, "spelling_gap": None}
     equiv = sum(steps.column("equiv_f1").to_pylist()) / n
     equiv_score = round(100 * equiv, 2)

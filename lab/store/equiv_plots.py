@@ -10,16 +10,23 @@ from lab.store.figures import empty_figure, finish, scatter_by_family, unique_la
 
 TITLE = "equiv F1 (not the published score) vs harness F1"
 PENDING_TEXT = "equiv pending"
+SKIPPED_TEXT = "equiv skipped: too large"
+NEEDS_REPLAY_TEXT = "equiv needs the replay"
 
 
 def waiting_note(df: pd.DataFrame) -> str:
     """"N runs: equiv pending (being filled in the background)" and the failed ones; '' for none."""
     states = df["equiv_state"] if "equiv_state" in df else pd.Series(dtype=object)
     pending, failed = int((states == "pending").sum()), int((states == "failed").sum())
+    skipped, blind = int((states == "skipped").sum()), int((states == "needs_replay").sum())
     parts = []
     if pending:
         parts.append(f"{pending} run{'s' if pending != 1 else ''}: {PENDING_TEXT} (being filled in the background; "
                      "this plot shows them once done)")
+    if skipped:
+        parts.append(f"{skipped} run{'s' if skipped != 1 else ''}: {SKIPPED_TEXT} (a step past the equiv limits)")
+    if blind:
+        parts.append(f"{blind} run{'s' if blind != 1 else ''}: {NEEDS_REPLAY_TEXT} (a relative cd; set LAB_REPLAY)")
     if failed:
         parts.append(f"{failed} run{'s' if failed != 1 else ''}: equiv could not be computed")
     return " · ".join(parts)

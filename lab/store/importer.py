@@ -12,7 +12,7 @@ import pandas as pd
 from lab.errors import LabError, ResultFileError
 from lab.resultfiles.resultfile import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
-from lab.store.equiv_fill import PENDING, after_import
+from lab.store.equiv_fill import PENDING, after_import, fills_after
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv
 from lab.store.records import ModelFacts, run_row, steps_table
 from lab.store.reference_records import import_reference, is_reference_result
@@ -187,7 +187,9 @@ def import_file(
 def import_path(store: Store, *paths: str | os.PathLike) -> ImportReport:
     """Import result JSON files and/or folders of them (recursively)."""
     report = ImportReport()
-    with store.hold():  # one short lock on the file for the whole import (no other process interleaves)
+    # one short lock on the file for the whole import (no other process interleaves); the equiv
+    # columns are filled after it is let go (lab.store.equiv_fill)
+    with fills_after(store), store.hold():
         lookup, known = _lookups(store), _known_files(store)
         for path in paths:
             p = Path(path)

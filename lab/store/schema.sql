@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 6
+-- schema_version: 7
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -145,7 +145,10 @@ CREATE TABLE runs (
     partial                     BOOLEAN NOT NULL DEFAULT FALSE, -- coverage < 1 or one shard of several
     -- the equiv columns (runs.avg_equiv_f1/equiv_score/spelling_gap, steps.equiv_*) are filled after the
     -- import, in one transaction per run (lab.store.equiv_fill): NULL until then
-    equiv_state                 VARCHAR NOT NULL DEFAULT 'pending'  -- pending | done | failed
+    -- skipped: filled, but some step was past the equiv limits (lab/scoring/equiv_rules.yaml);
+    -- needs_replay: some step has a relative `cd` and no replay screen gave its working directory:
+    -- either way the run's equiv mean is left NULL rather than taken over some of its steps
+    equiv_state                 VARCHAR NOT NULL DEFAULT 'pending'  -- pending | done | skipped | needs_replay | failed
 );
 
 -- One row per run x step. (run_id, step_key) is stable: other modules key annotations on it.
@@ -195,6 +198,7 @@ CREATE TABLE steps (
     equiv_recall            DOUBLE,
     equiv_f1                DOUBLE,
     equiv_cwd               VARCHAR,                   -- working directory `cd` was resolved against (NULL: unknown)
+    equiv_skipped           VARCHAR,                   -- why equiv_* is NULL: 'equiv skipped: too large (…)' | 'equiv needs the replay'
     PRIMARY KEY (run_id, step_key)
 );
 

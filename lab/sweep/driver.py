@@ -51,10 +51,18 @@ class Job:
 
 
 class _Reporter:
-    """Hands every job's snapshot to the progress callback after each change (one change at a time)."""
+    """Hands every job's snapshot to the progress callback after each change (one change at a time),
+    and keeps which job writes which result file stem."""
 
     def __init__(self, jobs: list[Job], progress: ProgressFn | None) -> None:
         self.jobs, self.progress, self.lock = jobs, progress, threading.Lock()
+        self.stems: dict[str, Job] = {}
+
+    def claim(self, job: Job, stem: str) -> Job | None:
+        """Take `stem` for `job`; the other job when one holds it already (two engines, one file)."""
+        with self.lock:
+            holder = self.stems.setdefault(stem, job)
+            return None if holder is job else holder
 
     def __call__(self, job: Job, **changes) -> None:
         with self.lock:
@@ -96,6 +104,11 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
         try:
             report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
             stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name)))
+            other = report.claim(job, stem)
+            if other is not None:  # its name is known only once loaded: refused before it writes anything
+                report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own "
+                                  "name (name=… in its SPEC)", state=states.FAILED)
+                return
             job.missing = ray.get(actor.missing.remote([s.key for s in job.steps]))
             checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
             header, entries = (checkpoint.read_entries() if (resume or job.replacements) and checkpoint.exists()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from lab.errors import LabError
 from lab.sweep.driver import Job
 from lab.sweep.progress import ProgressFn
 
@@ -45,6 +46,34 @@ class Cluster:
     address: str
     nodes: int  # alive nodes
     dashboard: str | None  # the dashboard's URL; None when it is off
+
+
+def run_stems(specs: list[str], names: list[str | None]) -> list[str | None]:
+    """Each engine's run file stem as the driver can tell before any worker loads it: the run name
+    given, else the engine's own name (built, not loaded); None where the SPEC builds only on a worker."""
+    from lab.engines import create_engine
+    from lab.runs.replay import run_file_name
+
+    stems: list[str | None] = []
+    for spec, name in zip(specs, names):
+        try:
+            stems.append(run_file_name(create_engine(spec), name))
+        except Exception:  # noqa: BLE001 - e.g. a model folder that exists on the workers only: the driver checks it later
+            stems.append(None)
+    return stems
+
+
+def refuse_shared_names(specs: list[str], stems: list[str | None]) -> None:
+    """LabError (one line) when two engines of one sweep would write the same result file (one file
+    would survive and a checkpoint would mix both runs), as Batch refuses it."""
+    seen: dict[str, str] = {}
+    for spec, stem in zip(specs, stems):
+        if stem is None:
+            continue
+        if stem in seen:
+            raise LabError(f"two engines of this sweep would write {stem}.json ({seen[stem][:120]} and {spec[:120]}): "
+                           "give each its own name (name=… in its SPEC)")
+        seen[stem] = spec
 
 
 def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
@@ -106,6 +135,8 @@ def execute(sweep: Sweep, address: str | None, resume: bool, *, progress: Progre
     from lab.sweep.connect import connect, dashboard_url, disconnect, sweep_address
     from lab.sweep.driver import run_jobs
 
+    names = sweep.run_names or [None] * len(sweep.specs)
+    refuse_shared_names(sweep.specs, run_stems(sweep.specs, names))  # before anything connects
     ray, context = connect(address, stop)
     try:
         nodes = ray.nodes()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import itertools
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -30,8 +31,12 @@ def _too_many(spec: str, count: int) -> LabError:
 
 def _ranges(spec: str) -> list[str]:
     """Every `{LOW..HIGH..STEP}` of `spec` expanded (several multiply); counted before any is built."""
+    matches = list(_RANGE.finditer(spec))
+    if len(matches) > limits()["max_ranges"]:
+        raise LabError(f"{spec[:200]}: {len(matches):,} {{LOW..HIGH}} ranges in one SPEC, over the sweep's limit of "
+                       f"{limits()['max_ranges']} (max_ranges in {LIMITS_ENV} or lab/sweep/limits.yaml)")
     count = 1
-    for match in _RANGE.finditer(spec):
+    for match in matches:
         if max(len(g or "") for g in match.groups()) > 18:
             raise LabError(f"{spec[:200]}: a range's numbers have at most 18 digits")
         low, high, step = int(match[1]), int(match[2]), int(match[3] or 1)
@@ -44,12 +49,14 @@ def _ranges(spec: str) -> list[str]:
 
 
 def _expand(spec: str) -> list[str]:
-    match = _RANGE.search(spec)
-    if match is None:
+    """Every combination of the ranges' values, in order (the first range varies slowest)."""
+    matches = list(_RANGE.finditer(spec))
+    if not matches:
         return [spec]
-    low, high, step = int(match[1]), int(match[2]), int(match[3] or 1)
-    head, tail = spec[: match.start()], spec[match.end():]
-    return [s for n in range(low, high + 1, step) for s in _expand(f"{head}{n}{tail}")]
+    pieces = [spec[start:end] for start, end in
+              zip([0, *(m.end() for m in matches)], [*(m.start() for m in matches), len(spec)])]
+    values = [range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)) for m in matches]
+    return ["".join(p + str(v) for p, v in zip(pieces, combo)) + pieces[-1] for combo in itertools.product(*values)]
 
 
 def _globbed(spec: str) -> list[str]:

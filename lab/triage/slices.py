@@ -46,7 +46,7 @@ ORDER_COLUMNS = {
 # Columns of the step list (the big unit arrays and raw text stay in the store until a step is opened).
 LIST_COLUMNS = """s.run_id, r.display_name AS run, s.step_key, s.task_id, s.step_idx, s.bucket, s.source_group,
     s.command_f1, f.strict_f1, s.equiv_f1, round(s.equiv_f1 - s.command_f1, 4) AS spelling_gap, s.first_cmd_exact, s.valid_json, f.failure_kind, s.ref_task_complete,
-    s.pred_task_complete, s.n_ref_units, s.n_pred_units, s.finish_reason, f.flags,
+    s.pred_task_complete, s.n_ref_units, s.n_pred_units, s.finish_reason, f.flags, s.equiv_skipped,
     round(s.lp_mean, 4) AS lp_mean, round(rl.ref_nll_per_token, 4) AS ref_nll,
     (SELECT string_agg(DISTINCT a.tag, ', ' ORDER BY a.tag) FROM annotations a
       WHERE a.run_id = s.run_id AND a.step_key = s.step_key) AS tags"""

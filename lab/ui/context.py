@@ -117,6 +117,21 @@ class LabContext:
         path = download_replay(self.settings.replay_url, self.settings.cache_dir, expect=expected_replay(self.settings),
                                check=check_replay_file)
         self.set_replay(load_replay(str(path), settings=self.settings))
+        self.replay_known()
+
+    def replay_known(self) -> None:
+        """A replay became known after the store was opened: runs whose equiv_f1 was filled without
+        it are filled again from it in the background (one value, the one Compare computes)."""
+        from lab.store.equiv_columns import replay_equiv_contexts
+        from lab.store.equiv_fill import refill_stale
+
+        if self.store is None:
+            return
+        self.store.equiv_contexts = replay_equiv_contexts(self.settings)
+        with self._store_lock:
+            refilled = refill_stale(self.store)
+        if refilled:
+            self.kick_equiv()
 
     # --- store -------------------------------------------------------------------------
     def open_store(self) -> None:

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any, Sequence
 
 from lab.data.step import Step
-from lab.scoring.equiv import CHAIN_PART, EQUIVALENT, LABEL, equiv_step, step_context
+from lab.scoring.equiv import CHAIN_PART, EQUIVALENT, LABEL, SKIPPED, equiv_step, step_context
 
 BADGE_TEXT = {EQUIVALENT: "≡ equivalent", CHAIN_PART: "≡ part of a chain"}
 BADGE_TITLE = {
@@ -21,15 +21,16 @@ BADGE_TITLE = {
 class EquivSummary:
     """A column's equiv metrics, the working directory `cd` was resolved against, and the gap."""
 
-    precision: float
-    recall: float
-    f1: float
+    precision: float | None
+    recall: float | None
+    f1: float | None
     harness_f1: float
     cwd: str | None
+    skipped: str | None = None  # "equiv skipped: too large (…)": no equiv metrics for this step
 
     @property
     def gap(self) -> float:
-        return round(self.f1 - self.harness_f1, 4)
+        return round((self.f1 or 0.0) - self.harness_f1, 4)
 
 
 def annotate_equiv(view: Any, step: Step | None, ref_units: Sequence[str], harness: Any) -> None:
@@ -39,8 +40,11 @@ def annotate_equiv(view: Any, step: Step | None, ref_units: Sequence[str], harne
     context = step_context(step) if step is not None else None
     result = equiv_step(pred_units, ref_units, context, harness=harness)
     m = result.metrics
-    view.equiv = EquivSummary(m.precision, m.recall, m.f1, float(view.metrics.get("command_f1", 0.0)),
-                              result.context.cwd)
+    harness_f1 = float(view.metrics.get("command_f1", 0.0))
+    if m is None:
+        view.equiv = EquivSummary(None, None, None, harness_f1, result.context.cwd, result.skipped)
+        return
+    view.equiv = EquivSummary(m.precision, m.recall, m.f1, harness_f1, result.context.cwd)
     for row in view.ref_rows:
         if row.other_index is not None:
             row.equiv = result.pair(pred_units, ref_units, row.other_index, row.index)
@@ -61,6 +65,10 @@ def render_equiv_metric(summary: EquivSummary | None) -> str:
     """equiv F1 beside the harness F1, labelled as not the published score."""
     if summary is None:
         return ""
+    if summary.skipped is not None or summary.f1 is None:
+        return (f'<div class="lab-equiv" data-metric="equiv F1" data-equiv-skipped="1" title="{escape(LABEL)}: '
+                f'lab/scoring/equiv_rules.yaml bounds the work per step (limits)"><span>{escape(LABEL)}</span> '
+                f'<span class="lab-muted">{escape(summary.skipped or SKIPPED)}</span></div>')
     cwd = f" · cd resolved in {escape(summary.cwd)}" if summary.cwd else " · working directory unknown"
     gap = f"+{summary.gap:.4f}" if summary.gap > 0 else "±0"
     return (

@@ -15,7 +15,7 @@ from lab.triage import (
 from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.context import LabContext
-from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells
+from lab.ui.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.html_text import esc
 from lab.ui.series_picker import build_series_picker, series_choices, wire_series_picker
 from lab.ui.stability_triage import build_stability_panel
@@ -43,6 +43,8 @@ def _equiv_states(ctx: LabContext, spec: SliceSpec, df: pd.DataFrame) -> tuple[p
     columns are not filled yet, and a note saying so (equiv filters cannot see those steps yet)."""
     from lab.store.equiv_fill import unfilled_states
 
+    if "equiv_skipped" in df.columns:  # a step past the equiv limits, or needing the replay: its cells say so
+        df = mark_step_reasons(df, ("equiv_f1", "spelling_gap"), df.pop("equiv_skipped"))
     states = unfilled_states(ctx.store)
     if not states:
         return df, ""
@@ -50,7 +52,7 @@ def _equiv_states(ctx: LabContext, spec: SliceSpec, df: pd.DataFrame) -> tuple[p
     if pending:
         ctx.kick_equiv()  # also fills runs another process left pending
     if "run_id" in df.columns:
-        df = mark_equiv_cells(df, ("equiv_f1", "spelling_gap"), df["run_id"].map(states))
+        df = mark_equiv_cells(df, ("equiv_f1", "spelling_gap"), df["run_id"].map(states), STEP_STATES)
     if not pending:
         return df, ""
     effects = []

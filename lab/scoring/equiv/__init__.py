@@ -11,12 +11,16 @@ from lab.scoring.equiv.score import (
     CHAIN_PART,
     EQUIVALENT,
     LABEL,
+    NEEDS_REPLAY,
+    SKIPPED,
     EquivMetrics,
     EquivStep,
     better_of,
+    depends_on_cwd,
     equiv_batch,
     equiv_step,
     pair_kind,
+    too_large,
 )
 
 __all__ = [
@@ -25,5 +29,5 @@ __all__ = [
     "Pipeline", "get_pipeline", "normalise_units", "pieces_by_origin",
     "RULES", "EquivContext", "EquivUnit", "sequence_rule", "unit_rule",
     "CHAIN_PART", "EQUIVALENT", "LABEL", "EquivMetrics", "EquivStep", "better_of", "equiv_batch",
-    "equiv_step", "pair_kind",
+    "equiv_step", "pair_kind", "SKIPPED", "too_large", "NEEDS_REPLAY", "depends_on_cwd",
 ]

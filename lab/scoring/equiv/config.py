@@ -13,6 +13,7 @@ from lab.errors import LabError
 
 DEFAULT_RULES_PATH = Path(__file__).resolve().parent.parent / "equiv_rules.yaml"
 RULES_ENV = "LAB_EQUIV_RULES"
+LIMITS_SECTION = "limits"
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,11 @@ class EquivConfig:
 
     def params_of(self, rule: str) -> dict[str, Any]:
         return self.params.get(rule) or {}
+
+    def limits(self) -> dict[str, int]:
+        """The per-step work bounds (`limits:` section), the shipped file's where this one has none."""
+        shipped = {} if self.path == str(DEFAULT_RULES_PATH) else load_config(DEFAULT_RULES_PATH).limits()
+        return {**shipped, **{k: int(v) for k, v in self.params_of(LIMITS_SECTION).items()}}
 
 
 def rules_path() -> Path:
@@ -43,6 +49,9 @@ def parse_config(data: Any, name: str) -> EquivConfig:
     if unknown:
         raise LabError(f"{name}: unknown equiv rule(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(RULES))}")
     params = {k: v for k, v in data.items() if isinstance(v, dict)}
+    limits = params.get(LIMITS_SECTION, {})
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in limits.values()):
+        raise LabError(f"{name}: every value of the '{LIMITS_SECTION}' section must be a whole number >= 1")
     return EquivConfig(tuple(data["pipeline"]), params, name)
 
 

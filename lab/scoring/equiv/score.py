@@ -13,6 +13,9 @@ from lab.scoring.tokens import normalize_unit
 
 EQUIVALENT, CHAIN_PART = "equivalent", "chain_part"
 LABEL = "equiv F1 (not the published score)"
+SKIPPED = "equiv skipped: too large"
+NEEDS_REPLAY = "equiv needs the replay"
+_PROBE = EquivContext(cwd="/lab-probe/cwd", home="/lab-probe/home")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,28 @@ def better_of(harness: StepMetrics, normalised: StepMetrics) -> EquivMetrics:
     return EquivMetrics(best.precision, best.recall, best.f1, normalised.f1)
 
 
+def too_large(pred_units: Sequence[str], ref_units: Sequence[str], config: EquivConfig | None = None) -> str | None:
+    """"equiv skipped: too large (…)" when either side of a step is past the rules file's `limits`
+    (units, or characters in all), else None: such a step is not normalised at all."""
+    limits = (config or get_pipeline(None).config).limits()
+    max_units, max_chars = limits["max_units"], limits["max_side_chars"]
+    for side, units in (("pred", pred_units), ("ref", ref_units)):
+        if len(units) > max_units:
+            return f"{SKIPPED} ({len(units):,} {side} units; at most {max_units:,} a side)"
+        chars = sum(len(u) for u in units if isinstance(u, str))
+        if chars > max_chars:
+            return f"{SKIPPED} ({chars:,} {side} characters; at most {max_chars:,} a side)"
+    return None
+
+
+def depends_on_cwd(pred_units: Sequence[str], ref_units: Sequence[str], config: EquivConfig | None = None) -> bool:
+    """Whether the step's normalised units change with the working directory (a relative `cd`, `cd ~`):
+    without the step's screen (the replay) its equiv_f1 cannot be computed the way Compare does."""
+    pipeline = get_pipeline(config)
+    return any([u.text for u in pipeline.apply(units, EquivContext(), True)]
+               != [u.text for u in pipeline.apply(units, _PROBE, True)] for units in (pred_units, ref_units))
+
+
 FULL_MATCH = StepMetrics(1.0, 1.0, 1.0, 1.0)
 SCORED_CACHE = 1 << 18  # (scorer, config, pred, ref, cwd, home) -> the normalised metrics
 _scored: dict[tuple, StepMetrics | None] = {}
@@ -51,8 +76,9 @@ def equiv_batch(
     harness: Sequence[StepMetrics | None] | None = None,
     scorer: str = "corrected",
     config: EquivConfig | None = None,
-) -> list[EquivMetrics]:
-    """equiv metrics of many (pred_units, ref_units, context) steps.
+) -> list[EquivMetrics | None]:
+    """equiv metrics of many (pred_units, ref_units, context) steps; None for a step past the
+    per-step limits (`too_large`: never normalised, never guessed).
 
     `harness`: the steps' published metrics where known (stored ones); the others are computed.
     The normalised units are scored with the harness's own `score_batch`, once per distinct
@@ -61,16 +87,17 @@ def equiv_batch(
     """
     pipeline = get_pipeline(config)
     rows = list(rows)
+    skip = [too_large(p, r, pipeline.config) is not None for p, r, _ in rows]
     base = list(harness) if harness is not None else [None] * len(rows)
-    missing = [i for i, h in enumerate(base) if h is None]
+    missing = [i for i, h in enumerate(base) if h is None and not skip[i]]
     for i, metrics in zip(missing, score_batch([(list(rows[i][0]), list(rows[i][1])) for i in missing], scorer)):
         base[i] = metrics
     if len(_scored) >= SCORED_CACHE:
         _scored.clear()
     keys: list[tuple | None] = []
     todo: dict[tuple, tuple[list[str], list[str]]] = {}
-    for (p, r, ctx), h in zip(rows, base):
-        if h.f1 >= 1.0:
+    for (p, r, ctx), h, skipped in zip(rows, base, skip):
+        if skipped or h.f1 >= 1.0:
             keys.append(None)
             continue
         key = (scorer, pipeline.config, tuple(p), tuple(r), ctx.cwd if ctx else None, ctx.home if ctx else None)
@@ -85,8 +112,11 @@ def equiv_batch(
         else:
             todo[key] = norm
     _scored.update(zip(todo, score_batch(list(todo.values()), scorer)))
-    out = []
-    for key, h in zip(keys, base):
+    out: list[EquivMetrics | None] = []
+    for key, h, skipped in zip(keys, base, skip):
+        if skipped:
+            out.append(None)
+            continue
         normalised = _scored.get(key) if key is not None else None
         out.append(better_of(h, normalised if normalised is not None else h))
     return out
@@ -111,12 +141,14 @@ def pair_kind(pred_unit: str, ref_unit: str, pred_pieces: Sequence[str], ref_pie
 
 @dataclass(frozen=True)
 class EquivStep:
-    """One step's equiv view: metrics, the normalised pieces per original unit, the context used."""
+    """One step's equiv view: metrics, the normalised pieces per original unit, the context used;
+    for a step past the limits, no metrics and `skipped` saying why (each unit is its own piece)."""
 
-    metrics: EquivMetrics
+    metrics: EquivMetrics | None
     pred_pieces: list[tuple[str, ...]]
     ref_pieces: list[tuple[str, ...]]
     context: EquivContext
+    skipped: str | None = None
 
     def pair(self, pred_units: Sequence[str], ref_units: Sequence[str], pred_index: int, ref_index: int) -> str | None:
         """The kind of the (pred unit, ref unit) pair: `equivalent`, `chain_part` or None."""
@@ -135,6 +167,9 @@ def equiv_step(
     """Everything equiv about one step (for Compare's diff and column)."""
     context = context or EquivContext()
     pipeline = get_pipeline(config)
+    skipped = too_large(pred_units, ref_units, pipeline.config)
+    if skipped is not None:
+        return EquivStep(None, [(u,) for u in pred_units], [(u,) for u in ref_units], context, skipped)
     pred_norm, ref_norm = pipeline.apply(pred_units, context), pipeline.apply(ref_units, context)
     pred_pieces: list[list[str]] = [[] for _ in pred_units]
     ref_pieces: list[list[str]] = [[] for _ in ref_units]
