@@ -198,3 +198,22 @@ def test_owner_set_is_loaded_at_start(tmp_path, monkeypatch):
     finally:
         ctx.pool.close_all()
         ctx.store.close()
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0,
+                    reason="unshare -rn (a network namespace with loopback only) is not allowed here")
+def test_a_host_that_cannot_be_resolved_is_said_once_not_resume_on_every_line(tmp_path):
+    """The default base URL on a machine without DNS (a network namespace with loopback only): one
+    FAILED line naming the host, no "resume" advice, no retries, exit 2."""
+    results = make_results_dir(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "LAB_PUBLISHED_BASE_URL"}
+    env["LAB_CACHE_DIR"] = str(tmp_path / "cache")
+    cmd = ["unshare", "-rn", sys.executable, "-m", "lab", "data", "published", "fetch", SAMPLE, SMOKE,
+           "--results", str(results), "--quiet"]
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stdout + out.stderr, out.stderr[-2000:]
+    failed = [line for line in out.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1, out.stdout
+    assert failed[0].startswith("FAILED 2 files (") and entry_named(SAMPLE).path in failed[0]
+    assert "the host raw.githubusercontent.com cannot be resolved" in failed[0]
+    assert "resume it" not in out.stdout and "interrupted" not in out.stdout

@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse._SubParsersAction
                     help="the legacy 386-step replay file (pinned commit 612f5755), for legacy published runs")
     info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
-    info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
+    info.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+                      help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
     return sub
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 import time
 import zlib
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 from lab.errors import LabError
 from lab.published.cache import CHECKS_VERSION, Cache, verify_file
@@ -174,6 +176,8 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
                     break
                 except (httpx.TransportError, httpx.DecodingError) as exc:
                     last = exc
+                    if _unresolved_host(exc, url):  # no retry can help: say so at once (a part file stays)
+                        break
                     if dog.fired or time.monotonic() >= deadline:
                         raise late from None
         except LabError:
@@ -181,6 +185,10 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
             raise
         finally:
             dog.cancel()
+    host = _unresolved_host(last, url_of(entry, base)) if last is not None else None
+    if host:
+        raise LabError(f"{entry.path}: the host {host} cannot be resolved (no DNS answer); check the network "
+                       "or LAB_PUBLISHED_BASE_URL, then run the fetch again")
     if last is not None:
         raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
@@ -193,6 +201,18 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
     os.replace(part, target)
     cache.record(entry, facts)
     report.downloaded.append(entry.path)
+
+
+def _unresolved_host(exc: BaseException | None, url: str) -> str | None:
+    """The URL's host when `exc` comes from a failed name lookup (socket.gaierror in its chain)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, socket.gaierror):
+            return urlsplit(url).hostname or url
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _receive(entry: Entry, resp, part: Path, have: int, cap: int, deadline: float, limits: dict,
