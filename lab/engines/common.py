@@ -9,6 +9,7 @@ from typing import Callable
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
+from lab.engines.progress import LiveProgress
 from lab.engines.spec import as_number, short_name
 from lab.errors import EngineSpecError
 
@@ -99,10 +100,16 @@ class EngineBase(ABC):
         self.options = options  # what is left: this kind's own options
         self.tokenizer = None
         self.loaded = False
+        self._progress = LiveProgress()
         self.load_time_sec: float | None = None  # engine construction only (SPEC §8 load_time_sec)
         self._lock = threading.Lock()
 
+    def live_progress(self) -> LiveProgress:
+        """Elapsed time and tokens so far of the generate call running now (lab.engines.progress)."""
+        return self._progress
+
     # --- helpers for subclasses -------------------------------------------------------
+
     def option(self, key: str, default=None):
         return self.options.get(key, default)
 

@@ -200,7 +200,7 @@ class TransformersEngine(EngineBase):
 
         (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
-        cancelled = self._cancel
+        cancelled, progress = self._cancel, self._progress
 
         class StepClock(StoppingCriteria):
             """Notes when each decoding step ends (called once per step, after its token exists); ends
@@ -211,6 +211,7 @@ class TransformersEngine(EngineBase):
 
             def __call__(self, input_ids, scores, **kwargs):
                 self.times.append(time.perf_counter())
+                progress.add(1)  # one more token of each sequence: what a column shows while it waits
                 stop = cancelled.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -264,7 +265,7 @@ class TransformersEngine(EngineBase):
         if self.model is None:
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
-        with self._lock:
+        with self._lock, self._progress.running():
             self._cancel.clear()
             todo = self.admit(requests, sampling, results, on_done)
             for begin in range(0, len(todo), self.batch_size):

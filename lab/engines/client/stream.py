@@ -8,13 +8,15 @@ the usage of the last chunk, else from the token ids, else from the local tokeni
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from lab.engines.base import Completion
 
 
-def read_stream(chunks: Iterable, start: float, tokenizer=None) -> Completion:
-    """Consume `chunks` (SDK `Completion` chunks) started at `start` (perf_counter)."""
+def read_stream(chunks: Iterable, start: float, tokenizer=None,
+                on_tokens: Callable[[int], None] | None = None) -> Completion:
+    """Consume `chunks` (SDK `Completion` chunks) started at `start` (perf_counter); `on_tokens`
+    hears of each chunk's tokens as it arrives (its token ids, else one per chunk with text)."""
     texts: list[str] = []
     token_ids: list[int] = []
     first = first_any = None
@@ -34,6 +36,8 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None) -> Completion:
             texts.append(text)
             if isinstance(ids, list):
                 token_ids.extend(int(t) for t in ids)
+            if on_tokens is not None and (text or ids):
+                on_tokens(len(ids) if isinstance(ids, list) and ids else 1)
             if getattr(choice, "finish_reason", None):
                 finish_reason = choice.finish_reason
             if getattr(choice, "stop_reason", None) is not None:

@@ -298,6 +298,9 @@ class VLLMServerEngine(ManagedEngine):
         value = self.settings.get("max_model_len")
         return int(value) if value is not None else None
 
+    def placement(self) -> dict:
+        return {**super().placement(), "kv_cache_gb": self.kv_cache_gb if self.on_cpu else None}
+
     def device_text(self) -> str:
         tp = self.settings.get("tensor_parallel_size", 1)
         if self.on_cpu:
