@@ -217,3 +217,16 @@ def test_a_host_that_cannot_be_resolved_is_said_once_not_resume_on_every_line(tm
     assert failed[0].startswith("FAILED 2 files (") and entry_named(SAMPLE).path in failed[0]
     assert "the host raw.githubusercontent.com cannot be resolved" in failed[0]
     assert "resume it" not in out.stdout and "interrupted" not in out.stdout
+
+
+def test_each_file_reports_its_end(tmp_path):
+    """Issue 27 item 4: a fetch tells its caller (the Results tab's progress) each file as it ends,
+    not only one byte counter ("processing | 60.8 s" for a whole fetch)."""
+    entries = [entry_named(SAMPLE), entry_named(SMOKE)]
+    ended: list[tuple[int, int, str]] = []
+    with published_server() as (base, _):
+        report = pub.fetch_entries(entries, tmp_path, base=base, progress=False,
+                                   on_file=lambda done, total, path: ended.append((done, total, path)))
+    assert report.failed == [] and sorted(report.downloaded) == sorted(e.path for e in entries)
+    assert [(d, t) for d, t, _ in ended] == [(1, 2), (2, 2)]
+    assert sorted(p for _, _, p in ended) == sorted(e.path for e in entries)

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -24,6 +24,7 @@ DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
 MAX_IN_FLIGHT = 4
 ATTEMPTS = 3
 ProgressFn = Callable[[int, int | None], None]
+FileFn = Callable[[int, int, str], None]  # (files done, files to download, the path just ended)
 
 
 def base_url() -> str:
@@ -254,8 +255,10 @@ def fetch_entries(
     on_progress: ProgressFn | None = None,
     attempts: int = ATTEMPTS,
     timeout: float | None = None,
+    on_file: FileFn | None = None,
 ) -> FetchReport:
-    """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched."""
+    """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched.
+    `on_file(files done, files to download, path)` hears of each download as it ends (done or failed)."""
     cache, report, base = Cache(cache_dir), FetchReport(), base or base_url()
     todo = []
     for entry in dict.fromkeys(entries):
@@ -289,11 +292,14 @@ def fetch_entries(
         read_timeout = timeout if timeout is not None else float(fetch_limits()["read_timeout_s"])
         with ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
             futures = {pool.submit(_download, e, cache, base, bar, report, attempts, read_timeout): e for e in todo}
-            for future, entry in futures.items():
+            for n_done, future in enumerate(as_completed(futures), start=1):
+                entry = futures[future]
                 try:
                     future.result()
                 except LabError as exc:
                     report.failed.append((entry.path, str(exc)))
+                if on_file is not None:
+                    on_file(n_done, len(todo), entry.path)
     finally:
         bar.close()
     return report
