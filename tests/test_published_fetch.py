@@ -198,3 +198,35 @@ def test_owner_set_is_loaded_at_start(tmp_path, monkeypatch):
     finally:
         ctx.pool.close_all()
         ctx.store.close()
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0,
+                    reason="unshare -rn (a network namespace with loopback only) is not allowed here")
+def test_a_host_that_cannot_be_resolved_is_said_once_not_resume_on_every_line(tmp_path):
+    """The default base URL on a machine without DNS (a network namespace with loopback only): one
+    FAILED line naming the host, no "resume" advice, no retries, exit 2."""
+    results = make_results_dir(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "LAB_PUBLISHED_BASE_URL"}
+    env["LAB_CACHE_DIR"] = str(tmp_path / "cache")
+    cmd = ["unshare", "-rn", sys.executable, "-m", "lab", "data", "published", "fetch", SAMPLE, SMOKE,
+           "--results", str(results), "--quiet"]
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stdout + out.stderr, out.stderr[-2000:]
+    failed = [line for line in out.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1, out.stdout
+    assert failed[0].startswith("FAILED 2 files (") and entry_named(SAMPLE).path in failed[0]
+    assert "the host raw.githubusercontent.com cannot be resolved" in failed[0]
+    assert "resume it" not in out.stdout and "interrupted" not in out.stdout
+
+
+def test_each_file_reports_its_end(tmp_path):
+    """Issue 27 item 4: a fetch tells its caller (the Results tab's progress) each file as it ends,
+    not only one byte counter ("processing | 60.8 s" for a whole fetch)."""
+    entries = [entry_named(SAMPLE), entry_named(SMOKE)]
+    ended: list[tuple[int, int, str]] = []
+    with published_server() as (base, _):
+        report = pub.fetch_entries(entries, tmp_path, base=base, progress=False,
+                                   on_file=lambda done, total, path: ended.append((done, total, path)))
+    assert report.failed == [] and sorted(report.downloaded) == sorted(e.path for e in entries)
+    assert [(d, t) for d, t, _ in ended] == [(1, 2), (2, 2)]
+    assert sorted(p for _, _, p in ended) == sorted(e.path for e in entries)

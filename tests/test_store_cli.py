@@ -59,3 +59,53 @@ def test_rebuild(where):
     out = lab(*opts, "rebuild")
     assert out.returncode == 0, out.stderr
     assert "loaded leaderboard: 116 rows" in out.stdout
+
+
+def test_sql_help_and_errors_point_to_the_schema(where):
+    """`results sql --help` says where the tables and columns are; a bad column name answers with
+    the columns of the tables the query names, a bad table or syntax with the tables there are (one line)."""
+    opts, _ = where
+    helped = lab("sql", "--help")
+    assert helped.returncode == 0 and "results tables" in helped.stdout and "DESCRIBE" in helped.stdout
+    tables = [r["name"] for r in csv.DictReader(io.StringIO(lab(*opts, "tables").stdout))]
+    columns = lab(*opts, "sql", "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")
+    runs_columns = [r["column_name"] for r in csv.DictReader(io.StringIO(columns.stdout))]
+    out = lab(*opts, "sql", "SELECT nope FROM runs")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert 'column "nope" not found' in out.stderr
+    assert f"runs has columns {', '.join(runs_columns)};" in out.stderr
+    assert "results tables" in out.stderr
+    for query in ("SELECT * FROM no_such_table", "SELEC 1"):
+        out = lab(*opts, "sql", query)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert f"tables: {', '.join(sorted(tables))};" in out.stderr and "results tables" in out.stderr
+
+
+def _options_without_help(parser, path=()) -> list[str]:
+    import argparse
+
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _options_without_help(sub, (*path, name))
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            missing.append(" ".join((*path, *(action.option_strings or [action.dest]))))
+    return missing
+
+
+def test_every_option_and_argument_has_help():
+    """`results import --help` describes PATH; --max-tokens, --temperature, --scorer … say what they do."""
+    from lab.cli import COMMANDS, build_parser
+
+    missing = [m for name in COMMANDS for m in _options_without_help(build_parser([name]))]
+    assert missing == []
+    helped = lab("import", "--help")
+    assert helped.returncode == 0 and "result JSON file" in helped.stdout.split("PATH", 2)[-1]
+    replay = subprocess.run([sys.executable, "-m", "lab", "replay", "--help"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    text = " ".join(replay.stdout.split())
+    for option in ("--max-tokens N new tokens per answer", "--temperature T sampling temperature",
+                   "--scorer {corrected,legacy} scoring rules"):
+        assert option in text, option

@@ -73,7 +73,7 @@ def test_audit_shows_template_status_own_template_tokens_and_fit(ctx):
     n_tokens = len(tokenizer(rendered, add_special_tokens=False).input_ids)
     assert "chat_template" in summary and "= own template" in summary and "fits" in summary
     assert "identical</span> to the model's own chat template" in html.unescape(body)
-    assert f"lab: <b>{n_tokens:,} tokens</b> ({len(rendered):,} chars)" in body
+    assert f"as the engine sends it: <b>{n_tokens:,} tokens</b> ({len(rendered):,} chars;" in body
     assert f"own template: <b>{n_tokens:,} tokens</b>" in body
     context = engine_of(ctx, TINY).max_model_len
     assert context == 32768  # the tiny model's max_position_embeddings, read from its config

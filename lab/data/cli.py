@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse._SubParsersAction
     dl.add_argument("--quiet", action="store_true", help="no progress bar")
     info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
-    info.add_argument("--mode", choices=["corrected", "all"], default="corrected")
+    info.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+                      help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
     return sub
 

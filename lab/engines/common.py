@@ -10,6 +10,7 @@ from typing import Callable
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.logprobs import top_k_option
 from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
+from lab.engines.progress import LiveProgress
 from lab.engines.spec import as_number, short_name
 from lab.errors import EngineSpecError
 
@@ -108,6 +109,7 @@ class EngineBase(ABC):
         self.options = options  # what is left: this kind's own options
         self.tokenizer = None
         self.loaded = False
+        self._progress = LiveProgress()
         self.load_time_sec: float | None = None  # engine construction only (SPEC §8 load_time_sec)
         self._lock = threading.Lock()
 
@@ -124,7 +126,12 @@ class EngineBase(ABC):
         model = getattr(self, "model_id", "") or ""
         return f"{model} {self.preset.hf_id}" if self.preset_on_target and self.preset else model
 
+    def live_progress(self) -> LiveProgress:
+        """Elapsed time and tokens so far of the generate call running now (lab.engines.progress)."""
+        return self._progress
+
     # --- helpers for subclasses -------------------------------------------------------
+
     def option(self, key: str, default=None):
         return self.options.get(key, default)
 

@@ -120,7 +120,7 @@ class OpenAIEngine(EngineBase):
         if self.context_guard is None or self.tokenizer is None:
             return None
         length, source = self.context_guard
-        n = len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
+        n = len(self.tokenizer(prompt).input_ids)  # as the server counts it: with the special tokens it adds
         return overlong_error(n, int(sampling.max_tokens), length, source)
 
     # --- loading ---------------------------------------------------------------------
@@ -221,7 +221,8 @@ class OpenAIEngine(EngineBase):
                 stream = replica.client.completions.create(
                     model=self.model_id, prompt=prompt, stream=True, extra_body=extra or None, **kwargs)
                 completion = read_stream(stream, start, self.tokenizer,
-                                         0 if "logprobs" in replica.refused else self.logprobs_k)
+                                         0 if "logprobs" in replica.refused else self.logprobs_k,
+                                         on_tokens=self._progress.add)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a message
                 failure = classify(exc, replica.url, self.model_id, self.timeout)
                 if failure.unreachable and not resent and not isinstance(exc, openai.APITimeoutError):
@@ -326,20 +327,21 @@ class OpenAIEngine(EngineBase):
         workers = min(self.concurrency, len(todo))
         self._cancel.clear()
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"openai-{self.name}")
-        try:
-            futures = {pool.submit(self._request, requests[i].prompt, sampling): i for i in todo}
-            for future in self._as_completed(futures):
-                index = futures[future]
-                try:
-                    completion = future.result()
-                except Exception as exc:  # noqa: BLE001 - a bug in one request must not lose the others
-                    completion = Completion(text="", error=f"{type(exc).__name__}: {exc}")
-                if self._cancel.is_set() and completion.error:
-                    continue  # cut short by cancel(): not an answer, never recorded
-                self.finish(index, completion, results, on_done)
-        finally:
-            # after cancel() nothing waits for the dropped requests; otherwise every one has finished here
-            pool.shutdown(wait=not self._cancel.is_set(), cancel_futures=True)
+        with self._progress.running():
+            try:
+                futures = {pool.submit(self._request, requests[i].prompt, sampling): i for i in todo}
+                for future in self._as_completed(futures):
+                    index = futures[future]
+                    try:
+                        completion = future.result()
+                    except Exception as exc:  # noqa: BLE001 - a bug in one request must not lose the others
+                        completion = Completion(text="", error=f"{type(exc).__name__}: {exc}")
+                    if self._cancel.is_set() and completion.error:
+                        continue  # cut short by cancel(): not an answer, never recorded
+                    self.finish(index, completion, results, on_done)
+            finally:
+                # after cancel() nothing waits for the dropped requests; otherwise every one has finished here
+                pool.shutdown(wait=not self._cancel.is_set(), cancel_futures=True)
         return results
 
     def _as_completed(self, futures: dict) -> Iterator:

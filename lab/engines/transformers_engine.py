@@ -257,7 +257,7 @@ class TransformersEngine(EngineBase):
 
         (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
-        cancelled = self._cancel
+        cancelled, progress = self._cancel, self._progress
         recorder = LogprobRecorder(self.model, self.logprobs_k) if self.logprobs_k > 0 else None
         on_cpu = self.uses_local_cpu()
         used = self.threads_used
@@ -280,6 +280,7 @@ class TransformersEngine(EngineBase):
                     recorder.note(input_ids)
                 if on_cpu:  # another engine started or ended: take this engine's share from the next step
                     share(share_torch_threads())
+                progress.add(1)  # one more token of each sequence: what a column shows while it waits
                 stop = cancelled.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -340,7 +341,7 @@ class TransformersEngine(EngineBase):
         if self.model is None:
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
-        with self._lock, (cpu_share.generating(self) if self.uses_local_cpu() else nullcontext()):
+        with self._lock, self._progress.running(), (cpu_share.generating(self) if self.uses_local_cpu() else nullcontext()):
             self._cancel.clear()
             self.threads_used = []
             todo = self.admit(requests, sampling, results, on_done)

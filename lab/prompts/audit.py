@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from lab.prompts.options import PromptOptions
-from lab.prompts.render import RenderedPrompt, _chat_template, count_tokens, render_prompt
+from lab.prompts.render import RenderedPrompt, _chat_template, render_prompt, sent_tokens
 
 PREVIEW_LINES = 5
 
@@ -40,6 +40,8 @@ class TemplateAudit:
     overlong: str = "truncate"  # what the engine does with a prompt over budget: truncate | reject | shorten
     refused: bool | None = None  # the engine (or the lab, for it) refuses this prompt: no answer
     allowed_tokens: int | None = None  # new tokens the engine will generate at most (max_tokens or fewer)
+    special_added: int | None = None  # special tokens the engine adds to `rendered.n_tokens`'s text (BOS …)
+    doubled_bos: bool = False  # the template starts with BOS and the engine adds another: [bos, bos, …]
 
     def __post_init__(self) -> None:
         if self.refused is None and self.allowed_tokens is None:
@@ -126,12 +128,16 @@ def audit_template(
     max_tokens: int,
     tokenizer_path: str | None = None,
     overlong: str = "truncate",
+    add_special_tokens: bool = True,
 ) -> TemplateAudit:
     """Compare the lab's rendering with the tokenizer's own template (no lab options or patches)
     and say where a cut at `max_model_len - max_tokens` tokens would fall (what would have to go; an
     engine that refuses or shortens instead, `overlong` "reject" or "shorten", never cuts: see
-    `context_verdict` for what it does)."""
-    rendered = render_prompt(messages, fallback_prompt, tokenizer, model_id, options, tokenizer_path)
+    `context_verdict` for what it does). Token counts are as the engine sends the prompt: with the
+    special tokens it adds (`add_special_tokens`), a doubled BOS flagged."""
+    rendered = render_prompt(messages, fallback_prompt, tokenizer, model_id, options, tokenizer_path, count=False)
+    sent = sent_tokens(tokenizer, rendered.text, add_special_tokens)  # the one count: as the engine sends it
+    rendered.n_tokens = sent.n_tokens if sent else None
     own_text = own_error = None
     if tokenizer is None:
         own_error = "no tokenizer"
@@ -149,7 +155,8 @@ def audit_template(
         rendered=rendered,
         own_text=own_text,
         own_error=own_error,
-        own_n_tokens=count_tokens(tokenizer, own_text) if own_text is not None else None,
+        own_n_tokens=(sent_tokens(tokenizer, own_text, add_special_tokens).n_tokens
+                      if own_text is not None and tokenizer is not None else None),
         matches_own=None if own_text is None else own_text == rendered.text,
         first_difference=None if own_text is None else first_difference(rendered.text, own_text),
         max_model_len=max_model_len,
@@ -157,4 +164,6 @@ def audit_template(
         fits=None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len,
         truncation=truncation,
         overlong=overlong,
+        special_added=sent.added if sent else None,
+        doubled_bos=bool(sent and sent.doubled_bos),
     )

@@ -36,6 +36,29 @@ def count_tokens(tokenizer, text: str) -> int | None:
     return len(tokenizer(text, add_special_tokens=False).input_ids)
 
 
+@dataclass(frozen=True)
+class SentTokens:
+    """A prompt's token count as the engine sends it (with the special tokens it adds), how many of
+    those it adds, and whether the text already starts with the BOS token it adds again."""
+
+    n_tokens: int
+    added: int
+    doubled_bos: bool
+
+
+def sent_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> SentTokens | None:
+    """The one count the lab shows for a prompt: its tokens as the engine tokenizes it (vLLM and the
+    transformers engines add the tokenizer's special tokens unless told not to). A chat template that
+    starts with `<bos>` on a tokenizer that adds BOS gives `[bos, bos, …]`: `doubled_bos`."""
+    if tokenizer is None:
+        return None
+    ids = list(tokenizer(text, add_special_tokens=add_special_tokens).input_ids)
+    bare = count_tokens(tokenizer, text) or 0
+    bos = getattr(tokenizer, "bos_token_id", None)
+    doubled = add_special_tokens and bos is not None and len(ids) >= 2 and ids[0] == ids[1] == bos
+    return SentTokens(len(ids), len(ids) - bare, bool(doubled))
+
+
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 

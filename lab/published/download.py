@@ -6,13 +6,15 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
+import socket
 import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 from lab.errors import LabError
 from lab.published.cache import CHECKS_VERSION, Cache, verify_file
@@ -23,6 +25,7 @@ DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
 MAX_IN_FLIGHT = 4
 ATTEMPTS = 3
 ProgressFn = Callable[[int, int | None], None]
+FileFn = Callable[[int, int, str], None]  # (files done, files to download, the path just ended)
 
 
 def base_url() -> str:
@@ -217,6 +220,8 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
                     break
                 except (httpx.TransportError, httpx.DecodingError) as exc:
                     last = exc
+                    if _unresolved_host(exc, url):  # no retry can help: say so at once (a part file stays)
+                        break
                     if dog.fired or time.monotonic() >= deadline:
                         dog.why = dog.why or "deadline"
                         raise _cut(entry, dog, limits) from None
@@ -225,6 +230,10 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
             raise
         finally:
             dog.cancel()
+    host = _unresolved_host(last, url_of(entry, base)) if last is not None else None
+    if host:
+        raise LabError(f"{entry.path}: the host {host} cannot be resolved (no DNS answer); check the network "
+                       "or LAB_PUBLISHED_BASE_URL, then run the fetch again")
     if last is not None:
         raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
@@ -237,6 +246,18 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
     os.replace(part, target)
     cache.record(entry, facts)
     report.downloaded.append(entry.path)
+
+
+def _unresolved_host(exc: BaseException | None, url: str) -> str | None:
+    """The URL's host when `exc` comes from a failed name lookup (socket.gaierror in its chain)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, socket.gaierror):
+            return urlsplit(url).hostname or url
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _receive(entry: Entry, resp, part: Path, have: int, cap: int, dog: _Watchdog, limits: dict,
@@ -281,8 +302,10 @@ def fetch_entries(
     on_progress: ProgressFn | None = None,
     attempts: int = ATTEMPTS,
     timeout: float | None = None,
+    on_file: FileFn | None = None,
 ) -> FetchReport:
-    """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched."""
+    """Download the entries not yet cached (≤ 4 in flight); cached files are re-checked, not re-fetched.
+    `on_file(files done, files to download, path)` hears of each download as it ends (done or failed)."""
     cache, report, base = Cache(cache_dir), FetchReport(), base or base_url()
     todo = []
     for entry in dict.fromkeys(entries):
@@ -316,11 +339,14 @@ def fetch_entries(
         read_timeout = timeout if timeout is not None else float(fetch_limits()["read_timeout_s"])
         with ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="lab-fetch") as pool:
             futures = {pool.submit(_download, e, cache, base, bar, report, attempts, read_timeout): e for e in todo}
-            for future, entry in futures.items():
+            for n_done, future in enumerate(as_completed(futures), start=1):
+                entry = futures[future]
                 try:
                     future.result()
                 except LabError as exc:
                     report.failed.append((entry.path, str(exc)))
+                if on_file is not None:
+                    on_file(n_done, len(todo), entry.path)
     finally:
         bar.close()
     return report

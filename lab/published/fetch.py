@@ -108,7 +108,13 @@ class PublishedReport:
                  f"{len(self.imported)} runs imported, {len(self.unchanged)} unchanged, "
                  f"{len(self.failed) + len(f.failed)} failed"]
         lines += [f"imported {k}" for k in self.imported]
-        lines += [f"FAILED {p}: {why}" for p, why in (*f.failed, *self.failed)]
+        by_reason: dict[str, list[str]] = {}  # one line per reason: a host that cannot be resolved is said once
+        for path, why in (*f.failed, *self.failed):
+            by_reason.setdefault(why.removeprefix(f"{path}: "), []).append(path)
+        for why, paths in by_reason.items():
+            more = f", and {len(paths) - 3} more" if len(paths) > 3 else ""
+            what = paths[0] if len(paths) == 1 else f"{len(paths)} files ({', '.join(paths[:3])}{more})"
+            lines.append(f"FAILED {what}: {why}")
         return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ from lab.data.step import Step
 from lab.engines.base import Completion, Engine, Request, Sampling
 from lab.prompts.contracts import get_contract
 from lab.prompts.options import PromptOptions
-from lab.prompts.render import RenderedPrompt, count_tokens, render_prompt
+from lab.prompts.render import RenderedPrompt, render_prompt, sent_tokens
 from lab.scoring.action import ParsedAction
 from lab.scoring.aggregate import task_complete_fields
 from lab.scoring.metrics import StepMetrics, score_batch
@@ -55,14 +55,20 @@ def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
     messages, fallback_prompt = contract.build_messages(step)
     tokenizer = getattr(engine, "tokenizer", None)
     if contract.raw_prompt:
-        return RenderedPrompt(fallback_prompt, CONTRACT_PROMPT_STATUS, n_tokens=count_tokens(tokenizer, fallback_prompt))
-    return render_prompt(
-        messages,
-        fallback_prompt,
-        tokenizer,
-        getattr(engine, "prompt_identity", None) or getattr(engine, "model_id", "") or "",
-        prompt_options_of(engine),
-    )
+        rendered = RenderedPrompt(fallback_prompt, CONTRACT_PROMPT_STATUS)
+    else:
+        rendered = render_prompt(messages, fallback_prompt, tokenizer, getattr(engine, "prompt_identity", None) or getattr(engine, "model_id", "") or "",
+                                 prompt_options_of(engine), count=False)
+    # one count everywhere: the tokens as the engine sends them, with the special tokens it adds
+    sent = sent_tokens(tokenizer, rendered.text, engine_adds_special_tokens(engine))
+    rendered.n_tokens = sent.n_tokens if sent else None
+    return rendered
+
+
+def engine_adds_special_tokens(engine: Engine) -> bool:
+    """Whether `engine` tokenizes a prompt with the tokenizer's special tokens (vLLM's /v1/completions
+    and `transformers serve` do; a transformers engine unless `add_special_tokens=false`)."""
+    return bool(getattr(engine, "add_special_tokens", True))
 
 
 _REF_CACHE: dict[str, ParsedAction] = {}

@@ -40,16 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
     parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
                         help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
-    parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected")
+    parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected",
+                        help="scoring rules: corrected (default) or legacy (the old numbers, e.g. empty vs empty = 1.0)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
     parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
     parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
     parser.add_argument("--name", default=None, help="run name (file stem); default: the engine's name")
     parser.add_argument("--chunk-size", type=_number(int, 1), default=16, help="steps per generate call (checkpoint granularity)")
-    parser.add_argument("--max-tokens", type=_number(int, 1), default=None)
-    parser.add_argument("--temperature", type=_number(float, 0), default=None)
-    parser.add_argument("--top-p", type=_number(float, 0, 1, low_open=True), default=None)
+    parser.add_argument("--max-tokens", type=_number(int, 1), default=None, metavar="N",
+                        help="new tokens per answer (default: the preset's or the engine's, else 1024)")
+    parser.add_argument("--temperature", type=_number(float, 0), default=None, metavar="T",
+                        help="sampling temperature >= 0; 0 is greedy (default: the preset's or the engine's, else 0)")
+    parser.add_argument("--top-p", type=_number(float, 0, 1, low_open=True), default=None, metavar="P",
+                        help="nucleus sampling, 0 < P <= 1 (default: the preset's or the engine's, else 1)")
     parser.add_argument("--max-model-len", type=_number(int, 1), default=None, help="context guard limit (default: engine's)")
     parser.add_argument("--samples", type=_number(int, 1), default=1, metavar="N",
                         help="answers per step (seeds S, S+1, …); the per-step fields stay sample 0's, each step "

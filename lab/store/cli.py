@@ -10,6 +10,7 @@ from lab.errors import LabError
 from lab.settings import Settings
 from lab.store.db import Store
 from lab.store.opening import open_store
+from lab.store.sql_hint import TABLES_HINT, sql_error_text
 from lab.store.importer import ImportReport, import_path, rebuild
 
 
@@ -17,15 +18,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=None, help="DuckDB file (default: <results>/lab.duckdb or $LAB_DB)")
     parser.add_argument("--results", default=None, help="results folder the store is built from (default: results/)")
     sub = parser.add_subparsers(dest="results_command", required=True)
-    p = sub.add_parser("sql", help="run a SQL query and print the answer as CSV")
+    p = sub.add_parser("sql", help="run a SQL query and print the answer as CSV",
+                       description="Run a SQL query on the lab's DuckDB store and print the answer as CSV. "
+                                   f"Schema: {TABLES_HINT}.")
     p.add_argument("query", help='e.g. "SELECT count(*) FROM leaderboard WHERE in_first_56"')
     p = sub.add_parser("import", help="import result JSON files or folders of them (recursively)")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a TB2-lite result JSON file (legacy or corrected) or a folder searched recursively for "
+                        "them; already imported files are left unchanged")
     p.add_argument("--replay", default=None, metavar="JSONL",
                    help="the replay file whose step screens give equiv_f1 its working directories (default: "
                         "$LAB_REPLAY, else the cached download); runs filled without it are filled again")
     sub.add_parser("rebuild", help="recreate the store from the results folder")
-    sub.add_parser("tables", help="list tables and views with their row counts")
+    sub.add_parser("tables", help="list tables and views with their row counts (what `sql` can read)")
 
 
 def _store(args: argparse.Namespace, *, sync: bool = True, fill_left_pending: bool = True) -> Store:
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 df = store.query(args.query)
             except duckdb.Error as exc:
-                raise LabError(f"SQL error: {exc}") from None
+                raise LabError(sql_error_text(store, args.query, exc)) from None
             df.to_csv(sys.stdout, index=False)
             return 0
         if cmd == "import":

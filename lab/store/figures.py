@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import yaml
 
+from lab.store.short_labels import short_labels
+
 STYLE_PATH = Path(__file__).with_name("plot_style.yaml")
 
 
@@ -68,6 +70,14 @@ def unique_labels(df: pd.DataFrame, name_col: str = "name") -> list[str]:
             name = f"{name} [{run_id[:6]}]"
         out.append(name)
     return out
+
+
+def short_unique_labels(df: pd.DataFrame, name_col: str = "name") -> list[str]:
+    """`unique_labels` shortened for axes and legends, still distinct (lab.store.short_labels);
+    show the full `unique_labels` on hover."""
+    full = unique_labels(df, name_col)
+    labels = short_labels(full)
+    return [labels[n] for n in full]
 
 
 def hover_data(df: pd.DataFrame, cols: list[str]) -> tuple[Any, str]:

@@ -10,8 +10,10 @@ from plotly.subplots import make_subplots
 from lab.store import queries
 from lab.store.db import Store
 from lab.store.equiv_plots import equiv_vs_f1_figure
+from lab.store.short_labels import short_labels
 from lab.store.figures import (
-    empty_figure, family_color, finish, hover_data, scatter_by_family, style, training_symbol, unique_labels,
+    empty_figure, family_color, finish, hover_data, scatter_by_family, style, training_symbol,
+    unique_labels,
 )
 
 
@@ -117,12 +119,13 @@ def bucket_figure(df: pd.DataFrame, title: str = "Command F1 by replay position 
         return empty_figure(title, "no run with per-step data selected")
     order = style()["bucket_order"]
     fig = go.Figure()
+    labels = short_labels(df["name"].astype(str))  # distinct legend entries; the full name on hover
     for name, part in df.groupby("name", sort=False):
         part = part.set_index("bucket").reindex(order)
         fig.add_trace(go.Bar(
-            x=order, y=part["avg_command_f1"], name=str(name),
+            x=order, y=part["avg_command_f1"], name=labels[str(name)], meta=str(name),
             customdata=part[["steps"]].astype(object).where(part[["steps"]].notna(), "—").to_numpy(),
-            hovertemplate="%{x}: F1 %{y}<br>steps %{customdata[0]}<extra>%{fullData.name}</extra>",
+            hovertemplate="%{x}: F1 %{y}<br>steps %{customdata[0]}<extra>%{meta}</extra>",
         ))
     fig.update_xaxes(title="bucket (step_idx ≤1 / 2–4 / ≥5)", categoryorder="array", categoryarray=order)
     fig.update_yaxes(title="avg command F1", range=[0, 1])
@@ -134,10 +137,12 @@ def source_group_figure(df: pd.DataFrame, title: str = "Command F1 by source gro
     if df.empty:
         return empty_figure(title, "no run with per-step data selected")
     grid = df.pivot_table(index="name", columns="source_group", values="avg_command_f1", aggfunc="first", sort=True)
+    labels = short_labels(grid.index.astype(str))  # distinct row labels; the full name on hover
     fig = go.Figure(go.Heatmap(
-        z=grid.to_numpy(), x=grid.columns.tolist(), y=grid.index.tolist(), zmin=0, zmax=1,
+        z=grid.to_numpy(), x=grid.columns.tolist(), y=[labels[str(n)] for n in grid.index], zmin=0, zmax=1,
         colorscale="Viridis", colorbar=dict(title="F1"), texttemplate="%{z:.2f}",
-        hovertemplate="%{y}<br>%{x}: F1 %{z}<extra></extra>",
+        customdata=[[str(n)] * len(grid.columns) for n in grid.index],
+        hovertemplate="%{customdata}<br>%{x}: F1 %{z}<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")
     return finish(fig, title, height=max(style()["height"], 28 * len(grid) + 160))
@@ -149,11 +154,13 @@ def checkpoint_series_figure(df: pd.DataFrame, title: str = "Score by epoch / ch
         return empty_figure(title, "no model with epochs or checkpoints matches")
     kinds = [k for k in ("epoch", "checkpoint step") if k in set(df["x_kind"])]
     fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=kinds, shared_yaxes=True)
+    labels = short_labels(df["series"].astype(str))  # distinct legend entries; each point's full name on hover
     for col, kind in enumerate(kinds, start=1):
         for series, part in df[df["x_kind"] == kind].groupby("series", sort=True):
             part = part.sort_values("x")
             fig.add_trace(go.Scatter(
-                x=part["x"], y=part["score"], mode="lines+markers", name=str(series), text=part["name"],
+                x=part["x"], y=part["score"], mode="lines+markers", name=labels[str(series)], meta=str(series),
+                text=part["name"],
                 marker=dict(color=family_color(part["family"].iloc[0]), symbol=training_symbol(part["training_method"].iloc[0]), size=9),
                 hovertemplate="<b>%{text}</b><br>" + kind + " %{x}: score %{y}<extra></extra>",
             ), row=1, col=col)

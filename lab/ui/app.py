@@ -93,16 +93,29 @@ class OpenInCompare:
     def __call__(self, run_ids: Sequence[str] | str, step_key: str | None = None) -> tuple:
         if isinstance(run_ids, str):
             run_ids = [run_ids]
+        names = []
         for run_id in run_ids:
             try:
-                self.ctx.add_stored_run(run_id)
+                names.append(self.ctx.add_stored_run(run_id))
             except LabError as exc:
                 gr.Warning(str(exc))
         if self.ctx.replay is None:
             gr.Warning("No replay data loaded: Compare needs --replay PATH to show steps.")
             return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
-        out = step_outputs(self.ctx, step_key)
+        out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names))
         return (gr.update(selected="compare"), *self.compare.updates(out))
+
+
+def first_step_of(ctx: LabContext, names: Sequence[str]) -> str | None:
+    """The first replay step (in replay order) that one of the stored engines `names` answered;
+    None when none has a step of the loaded replay."""
+    answered: set[str] = set()
+    for name in names:
+        try:
+            answered.update(getattr(ctx.pool.get(name), "rows", {}) or {})
+        except LabError:  # removed meanwhile
+            continue
+    return next((key for key in ctx.step_keys() if key in answered), None)
 
 
 def _mount_optional(module: str, builder: str, *args) -> bool:

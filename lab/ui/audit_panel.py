@@ -7,7 +7,7 @@ from typing import Any
 from lab.data.step import Step
 from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
 from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
-from lab.runs.pipeline import prompt_options_of, render_for_engine
+from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
 from lab.ui.context import EngineEntry, LabContext
 from lab.ui.render_audit import audit_summary, render_audit_body
 from lab.ui.step_view import AUDIT_DISPLAY_ONLY, AUDIT_ERROR, AUDIT_PENDING, AuditView, audit_view_from
@@ -48,7 +48,8 @@ def compute_audit(engine: Any, step: Step) -> AuditView:
         return audit_view_from(audit, verbatim=True)
     messages, fallback_prompt = contract.build_messages(step)
     audit = audit_template(messages, fallback_prompt, tokenizer, getattr(engine, "model_id", "") or "",
-                           prompt_options_of(engine), max_model_len, max_tokens, overlong=overlong)
+                           prompt_options_of(engine), max_model_len, max_tokens, overlong=overlong,
+                           add_special_tokens=engine_adds_special_tokens(engine))
     return audit_view_from(audit)
 
 

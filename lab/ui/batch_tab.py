@@ -180,7 +180,7 @@ def build_batch_tab(ctx: LabContext) -> None:
                 gr.update(visible=rp is None),
                 count(task_sel, bucket_sel, group_sel))
 
-    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False, progress=gr.Progress()):
+    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False):
         if not batch_allowed(ctx.settings):
             gr.Warning(BATCH_OFF)
             return
@@ -197,17 +197,14 @@ def build_batch_tab(ctx: LabContext) -> None:
             return
         stop_event.clear()
         rows: list[BatchRow] = []
+        # progress lives in the table (each engine's steps, and an overall row), not in Gradio's bar over it
         for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume),
                                   new_run=bool(fresh), run_name=name or None):
-            done = sum(r.done for r in rows)
-            total = max(sum(r.total for r in rows), 1)
-            current = next((r for r in rows if r.state == "running"), None)
-            progress(done / total, desc=f"{current.name}: {current.done}/{current.total} steps" if current else "batch")
-            yield render_aggregate(rows)
+            yield render_aggregate(rows, overall=True)
         for r in rows:
             if r.state.startswith("failed"):
                 gr.Warning(f"{r.name}: {r.state}")
-        yield render_aggregate(rows)
+        yield render_aggregate(rows, overall=True)
 
     filters = [tasks, buckets, groups]
     for comp in filters:
@@ -215,7 +212,7 @@ def build_batch_tab(ctx: LabContext) -> None:
     tab.select(refresh, [engines, *filters], [engines, tasks, groups, no_replay, selected], api_visibility="private",
                show_progress="hidden")
     start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run], live, api_name="run_batch",
-                concurrency_limit=1)
+                concurrency_limit=1, show_progress="hidden")
     def request_stop() -> None:
         stops.get(current_session()).set()
         if sweep_allowed(ctx.settings):  # the owner's lab: Stop in any tab stops its cluster sweep

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -75,6 +75,7 @@ def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, v
 
 
 _WARM_LOCK = threading.Lock()
+LIVE_EVERY_S = 1.0  # how often a waiting column's elapsed time and tokens so far are refreshed
 
 
 def warm_instant_engines(ctx: LabContext, start_key: str | None = None) -> threading.Thread:
@@ -178,8 +179,16 @@ def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
     done: queue.Queue = queue.Queue()
     for e in todo:
         threading.Thread(target=lambda e=e: done.put((e.name, answer_step(ctx, e, step))), daemon=True).start()
-    for _ in todo:
-        name, view = done.get()
+    waiting = {e.name: e for e in todo}
+    while waiting:
+        try:
+            name, view = done.get(timeout=LIVE_EVERY_S)
+        except queue.Empty:  # nothing finished: show each waiting column's elapsed time and tokens so far
+            for name, e in waiting.items():
+                views[name] = replace(views[name], live=e.engine.live_progress().snapshot())
+            yield [views[e.name] for e in entries]
+            continue
+        waiting.pop(name, None)
         views[name] = view
         yield [views[e.name] for e in entries]
 

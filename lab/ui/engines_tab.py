@@ -44,6 +44,14 @@ def _server_cells(server: dict | None) -> tuple[str, str, str]:
     return port, pid, (f"{memory:.2f} GB" if memory is not None else "none")
 
 
+def _memory_cell(e: EngineEntry) -> str:
+    """Memory an engine holds, or the RAM budget of a CPU vLLM server's KV cache (no NVML reading there)."""
+    if e.memory_gb is not None:
+        return f"{e.memory_gb:.1f} GB"
+    kv = (e.server or {}).get("kv_cache_gb")
+    return f"KV cache {kv:.2f} GiB of RAM (budget)" if kv is not None else "–"
+
+
 def render_engine_table(entries: list[EngineEntry]) -> str:
     """Status of every engine: state (with the failure reason and a server's log lines), kind,
     a managed server's port, PID and GPU memory, device, memory."""
@@ -58,13 +66,14 @@ def render_engine_table(entries: list[EngineEntry]) -> str:
             state += f'<div class="lab-error-text">{esc(e.error)}</div>'
         elif server.get("tail") and e.state != "ready":
             state += f'<div class="lab-error-text lab-log-tail">{esc(chr(10).join(server["tail"][-8:]))}</div>'
-        memory = f"{e.memory_gb:.1f} GB" if e.memory_gb is not None else "–"
+        memory = _memory_cell(e)
         port, pid, gpu = _server_cells(e.server)
         preset = f"<div class='lab-col-preset' data-preset=\"{esc(e.preset)}\">preset {esc(e.preset)}</div>" if e.preset else ""
+        device = e.device or server.get("device") or "–"
         rows.append(
             f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div>{preset}</td>"
             f"<td>{esc(e.kind)}</td><td>{state}</td><td data-port>{port}</td><td data-pid>{pid}</td><td>{gpu}</td>"
-            f"<td>{esc(e.device or '–')}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
+            f"<td>{esc(device)}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
         )
     head = ("<tr><th>engine</th><th>kind</th><th>status</th><th>port</th><th>PID</th><th>GPU memory</th>"
             "<th>device</th><th>memory</th><th>notes</th></tr>")
@@ -158,8 +167,10 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
         gr.Markdown("### Engines", elem_classes=["lab-h"])
         table = gr.HTML(render_engine_table(ctx.engine_entries()), elem_id="lab-engine-table")
         with gr.Row(equal_height=True):
+            # allow_custom_value: a pick the page still holds for an engine unloaded meanwhile (a timer tick
+            # queued behind the Unload) reaches the handlers, which answer in one line; never Gradio's error
             which = gr.Dropdown([e.name for e in ctx.engine_entries()], value=None, label="engine", scale=4,
-                                elem_id="lab-unload-which")
+                                elem_id="lab-unload-which", allow_custom_value=True)
             restart = gr.Button("Restart", scale=1, elem_id="lab-restart")
             unload = gr.Button("Unload", variant="stop", scale=1, elem_id="lab-unload")
             refresh = gr.Button("Refresh status", scale=1)

@@ -112,12 +112,20 @@ def build_published_panel(ctx: LabContext) -> None:
             gr.Info("Pick a series (or all published runs) first.")
             return gr.update(), gr.update(), gr.update()
 
+        files = [f for r in runs for f in r.files]
+        state = {"files": f"0/{len(files)} files"}
+
         def on_progress(done: int, total: int | None) -> None:
-            progress((done, total) if total else None, desc="downloading", unit="bytes")
+            progress((done, total) if total else None, desc=f"downloading: {state['files']}", unit="bytes")
+
+        def on_file(n_done: int, n_files: int, path: str) -> None:  # per file, not only one byte counter
+            state["files"] = f"{n_done}/{n_files} files (last: {path.rsplit('/', 1)[-1]})"
+            progress((n_done, n_files), desc=f"downloading: {state['files']}", unit="files")
 
         # download without holding the store (other tabs keep working), then import from the cache
-        fetched = fetch_entries([f for r in runs for f in r.files], ctx.settings.cache_dir, progress=False,
-                                on_progress=on_progress)
+        fetched = fetch_entries(files, ctx.settings.cache_dir, progress=False, on_progress=on_progress,
+                                on_file=on_file)
+        progress(None, desc=f"importing {len(runs)} run{'s' if len(runs) != 1 else ''} into the store")
         with ctx._store_lock:
             report = fetch_and_import(ctx.store, runs, ctx.settings.cache_dir, ctx.settings.results_dir,
                                       progress=False, on_progress=on_progress)

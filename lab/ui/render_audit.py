@@ -21,8 +21,10 @@ def audit_summary(audit: AuditView) -> str:
     chips = [_chip(audit.status or "unknown", "warn" if audit.error else "ok")]
     if audit.state == AUDIT_VERBATIM:
         chips.append(_chip("sent verbatim", "muted"))
-    elif audit.matches_own is True:
+    elif audit.matches_own is True and not audit.doubled_bos:
         chips.append(_chip("= own template", "ok"))
+    elif audit.matches_own is True:
+        chips.append(_chip("= own template, BOS twice", "warn"))
     elif audit.matches_own is False:
         chips.append(_chip("≠ own template", "warn"))
     if audit.fits is True:
@@ -70,7 +72,16 @@ def render_audit_body(audit: AuditView) -> str:
             f'<div class="lab-subhead">lab prompt there</div><pre class="lab-pre lab-audit-snip">{esc(audit.lab_snippet)}</pre>'
             f'<div class="lab-subhead">own template there</div><pre class="lab-pre lab-audit-snip">{esc(audit.own_snippet)}</pre>',
         ))
-    tokens = f"lab: <b>{esc(_tokens(audit.n_tokens))}</b> ({audit.n_chars:,} chars)"
+    if audit.doubled_bos:
+        rows.append(("BOS", '<span class="lab-warn" data-doubled-bos="1">twice</span>: the chat template already '
+                            "starts with the BOS token and the engine adds another, so the model sees "
+                            "<code>[BOS, BOS, …]</code> (as the harness does with vLLM, SPEC §14). Answers can "
+                            "differ from a single BOS; a transformers engine sends one with "
+                            "<code>?add_special_tokens=false</code>."))
+    added = (f", {audit.special_added:,} of them special tokens the engine adds"
+             if audit.special_added else "")
+    tokens = (f"as the engine sends it: <b>{esc(_tokens(audit.n_tokens))}</b> ({audit.n_chars:,} chars{added}; "
+              "the count the whole lab shows)")
     if audit.state != AUDIT_VERBATIM and audit.own_n_tokens is not None:
         tokens += f" · own template: <b>{audit.own_n_tokens:,} tokens</b>"
     rows.append(("tokens", tokens))

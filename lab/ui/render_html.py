@@ -11,6 +11,7 @@ from lab.data import StepContext
 from lab.prompts.contracts import initial_screen
 from lab.scoring.action import ParsedAction
 from lab.ui.confidence import mark_partings, render_confidence
+from lab.store.short_labels import short_labels
 from lab.ui.equiv_view import equiv_badge, render_equiv_metric
 from lab.ui.html_text import esc, fmt, pre, pre_middle, sim_style
 from lab.ui.render_audit import render_audit_panel
@@ -154,7 +155,8 @@ def render_diff(ref_rows: Sequence[UnitMatch], pred_rows: Sequence[UnitMatch], f
 def render_prompt_block(view: EngineView, full: bool = False) -> str:
     """The rendered prompt exactly as sent, collapsed, with template status and token count."""
     status = esc(view.prompt_status or "unknown")
-    tokens = f"{view.prompt_tokens:,} tokens" if view.prompt_tokens is not None else "tokens: n/a"
+    tokens = (f'<span title="with the special tokens the engine adds: the count the whole lab shows">'
+              f"{view.prompt_tokens:,} tokens as sent</span>" if view.prompt_tokens is not None else "tokens: n/a")
     warn = f'<div class="lab-warn">template error: {esc(view.prompt_error)}</div>' if view.prompt_error else ""
     head, tail = (None, None) if full else (PROMPT_HEAD, PROMPT_TAIL)
     body = pre_middle(view.prompt_text, head, tail, "lab-pre lab-prompt")
@@ -179,6 +181,9 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
         label = STATE_LABELS.get(view.state, view.state)
         cls = "lab-error-box" if view.state in (ERROR, FAILED, CRASHED) else "lab-state-box"
         detail = f'<div class="lab-error-text">{esc(view.error)}</div>' if view.error else ""
+        if view.state == RUNNING and view.live is not None:
+            detail += (f'<div class="lab-live" data-elapsed="{view.live.elapsed_s:.1f}" data-tokens="{view.live.tokens}">'
+                       f'{view.live.elapsed_s:.0f} s · {view.live.tokens:,} tokens so far</div>')
         prompt = render_prompt_block(view, full) if view.prompt_text else ""
         return (
             f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="{esc(view.state)}">{head}'
@@ -231,12 +236,14 @@ def render_f1_gap(gap: F1Gap) -> str:
     largest gap highlighted."""
     if not gap.scores:
         return '<div class="lab-muted">no scored engine for this step yet</div>'
-    rows = ['<div class="lab-bar-row lab-bar-head"><span>engine</span><span>command F1</span><span></span>'
-            "<span>latency</span></div>"]
+    rows = ['<div class="lab-bar-row lab-bar-head"><span class="lab-bar-name">engine</span><span>command F1</span>'
+            "<span></span><span>latency</span></div>"]
+    labels = short_labels(name for name, _ in gap.scores)  # distinct; the full name on hover
     for name, f1 in gap.scores:
         mark = " lab-best" if name == gap.best and gap.worst else (" lab-worst" if name == gap.worst else "")
         rows.append(
-            f'<div class="lab-bar-row{mark}"><span class="lab-bar-name">{esc(name)}</span>'
+            f'<div class="lab-bar-row{mark}" data-engine="{esc(name)}">'
+            f'<span class="lab-bar-name" title="{esc(name)}">{esc(labels[name])}</span>'
             f'<span class="lab-bar"><span style="width:{f1 * 100:.1f}%;{sim_style(f1)}"></span></span>'
             f'<span class="lab-bar-val">{f1:.4f}</span>'
             f'<span class="lab-bar-lat" data-latency="{esc(name)}">{seconds(gap.latency.get(name))}</span></div>'
@@ -244,7 +251,8 @@ def render_f1_gap(gap: F1Gap) -> str:
     note = ""
     if gap.worst is not None:
         note = (
-            f'<div class="lab-gap">largest gap <b>{gap.gap:.4f}</b>: {esc(gap.best)} vs {esc(gap.worst)}</div>'
+            f'<div class="lab-gap">largest gap <b>{gap.gap:.4f}</b>: <span title="{esc(gap.best)}">'
+            f'{esc(labels[gap.best])}</span> vs <span title="{esc(gap.worst)}">{esc(labels[gap.worst])}</span></div>'
         )
     return f'<div class="lab-bars">{"".join(rows)}</div>{note}'
 

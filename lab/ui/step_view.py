@@ -61,6 +61,7 @@ class EngineView:
     equiv: Any = None  # lab.ui.equiv_view.EquivSummary: equiv_f1, not the published score
     logprobs: Any = None  # lab.engines.logprobs.TokenLogprobs of the answer (None: not recorded)
     parting: Any = None  # lab.ui.confidence.Parting: where this answer parts from the first other column's
+    live: Any = None  # lab.engines.progress.ProgressSnapshot while generating: elapsed time, tokens so far
 
     @property
     def f1(self) -> float | None:
@@ -125,6 +126,9 @@ def metrics_dict(metrics: Any) -> dict[str, float]:
     return {k: float(metrics[k]) for k in keys if k in metrics}
 
 
+REFERENCE_PROMPT_STATUS = "not sent (the reference answers without a model)"
+
+
 def _recorded_status(row: dict) -> str:
     status = row.get("template_status")
     return str(status) if status else "not recorded"
@@ -139,9 +143,11 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         name=name,
         kind=kind,
         prompt_text=prompt.text,
-        # a stored run shows what it recorded, not the lab's re-render of the prompt without its tokenizer
-        prompt_status=(_recorded_status(completion.stored) if completion.stored is not None else prompt.status),
-        prompt_error=None if completion.stored is not None else prompt.error,
+        # a stored run shows what it recorded, not the lab's re-render of the prompt without its tokenizer;
+        # the reference answers without a model: no prompt is sent, so no template can fail
+        prompt_status=(_recorded_status(completion.stored) if completion.stored is not None
+                       else REFERENCE_PROMPT_STATUS if kind == "reference" else prompt.status),
+        prompt_error=None if completion.stored is not None or kind == "reference" else prompt.error,
         prompt_tokens=completion.prompt_tokens if completion.prompt_tokens is not None else prompt.n_tokens,
         raw_output=completion.text or "",
         finish_reason=completion.finish_reason,
@@ -215,6 +221,8 @@ class AuditView:
     overlong: str = "truncate"  # truncate | reject | shorten (lab.prompts.audit.context_verdict)
     refused: bool | None = None  # this prompt gets no answer (vLLM's 400, or the lab's guard)
     allowed_tokens: int | None = None  # new tokens the engine generates at most for this prompt
+    special_added: int | None = None  # special tokens the engine adds (included in n_tokens)
+    doubled_bos: bool = False  # the template starts with BOS and the engine adds another
     cut_side: str | None = None
     cut_token: int | None = None
     cut_char: int | None = None
@@ -257,6 +265,8 @@ def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240
         overlong=getattr(audit, "overlong", "truncate"),
         refused=getattr(audit, "refused", None),
         allowed_tokens=getattr(audit, "allowed_tokens", None),
+        special_added=getattr(audit, "special_added", None),
+        doubled_bos=bool(getattr(audit, "doubled_bos", False)),
     )
     if audit.first_difference is not None and audit.own_text is not None:
         view.lab_snippet = snippet_at(rendered.text, audit.first_difference)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import plotly.express as px
 import plotly.graph_objects as go
 
+from lab.store.short_labels import short_labels
 from lab.triage import FAILURE_KINDS, SliceSpec
 from lab.triage.db import query_df
 from lab.ui.context import LabContext
@@ -32,13 +33,16 @@ def slice_figures(ctx: LabContext, spec: SliceSpec):
                    else "no step matches this slice: widen the filters")
         return (empty_figure("F1 of the slice's steps", message), empty_figure("Failure kinds in the slice", message))
     labels = short_names([*hist["run"].astype(str), *kinds["run"].astype(str)])
-    hist["run"], kinds["run"] = hist["run"].astype(str).map(labels), kinds["run"].astype(str).map(labels)
+    for frame in (hist, kinds):  # distinct short labels; the full name on hover
+        frame["run name"] = frame["run"].astype(str)
+        frame["run"] = frame["run name"].map(labels)
     bins = [f"{b / 10:.1f}–{(b + 1) / 10:.1f}" for b in range(10)]
     hist["f1_bin"] = [bins[min(int(round(v * 10)), 9)] for v in hist["f1_bin"]]
-    fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group",
+    fig_f1 = px.bar(hist, x="f1_bin", y="steps", color="run", barmode="group", hover_data=["run name"],
                     category_orders={"f1_bin": bins}, labels={"f1_bin": "command F1"},
                     title="F1 of the slice's steps")
     fig_kinds = px.bar(kinds, x="run", y="steps", color="failure_kind", title="Failure kinds in the slice",
+                       hover_data=["run name"],
                        category_orders={"failure_kind": list(FAILURE_KINDS)})
     fig_f1.update_xaxes(type="category", categoryarray=bins, range=[-0.5, 9.5])
     for fig in (fig_f1, fig_kinds):  # legend under the plot: it never covers the title
@@ -58,11 +62,6 @@ def empty_figure(title: str, message: str) -> go.Figure:
 
 
 def short_names(names: list[str], limit: int = 28) -> dict[str, str]:
-    """Run name -> a label of at most `limit` characters (kept apart when two shorten alike)."""
-    out: dict[str, str] = {}
-    for name in dict.fromkeys(names):
-        label = name if len(name) <= limit else name[: limit - 1] + "…"
-        while label in out.values():
-            label = label[:-1] + "′"
-        out[name] = label
-    return out
+    """Run name -> a label of about `limit` characters that no other run's label equals
+    (lab.store.short_labels: start … end, or where alike names differ)."""
+    return short_labels(names, limit)

@@ -168,8 +168,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             next_btn = gr.Button("Next ▶", scale=0)
         table = gr.Dataframe(interactive=False, wrap=False, elem_id="triage-table", max_height=420)
         with gr.Row():
-            fig_f1 = gr.Plot(label="F1")
-            fig_kinds = gr.Plot(label="Failure kinds")
+            fig_f1 = gr.Plot(label="F1", elem_id="triage-f1-plot")
+            fig_kinds = gr.Plot(label="Failure kinds", elem_id="triage-kinds-plot")
 
         with gr.Accordion("Selected step: tag, note, open in Compare", open=True):
             selected = gr.State(None)  # (run_id, step_key)

@@ -19,10 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", help="saved what-if edits with their answers, as CSV")
     p.add_argument("--step", default=None, help="only edits of this step (e.g. task-000/3)")
     p = sub.add_parser("replay", help="answer saved edits with other engines (results go to the what-if tables)")
-    p.add_argument("edit_ids", nargs="+", metavar="EDIT_ID")
+    p.add_argument("edit_ids", nargs="+", metavar="EDIT_ID", help="saved edits by id (see `python -m lab whatif list`)")
     p.add_argument("--engine", action="append", required=True, metavar="SPEC", help="engine SPEC (repeatable)")
     p.add_argument("--replay", default=None, help="replay source holding the steps (default: $LAB_REPLAY / cache)")
-    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="new tokens per answer (default: the engine's, else 1024)")
     p = sub.add_parser("export", help="write edits and their answers as JSON lines")
     p.add_argument("-o", "--out", default="-", help="output file (default: stdout)")
     p.add_argument("--edit", action="append", default=None, metavar="EDIT_ID", help="only these edits")

@@ -8,15 +8,17 @@ the usage of the last chunk, else from the token ids, else from the local tokeni
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from lab.engines.base import Completion
 from lab.engines.logprobs import TokenLogprobs
 
 
-def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int = 0) -> Completion:
+def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int = 0,
+                on_tokens: Callable[[int], None] | None = None) -> Completion:
     """Consume `chunks` (SDK `Completion` chunks) started at `start` (perf_counter); the chunks'
-    `logprobs` (asked for with `logprobs_k` > 0) become the completion's TokenLogprobs."""
+    `logprobs` (asked for with `logprobs_k` > 0) become the completion's TokenLogprobs, and `on_tokens`
+    hears of each chunk's tokens as it arrives (its token ids, else one per chunk with text)."""
     recorded = TokenLogprobs(k=logprobs_k) if logprobs_k > 0 else None
     seen_logprobs = False
     texts: list[str] = []
@@ -43,6 +45,8 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
                 seen_logprobs = True
                 recorded.extend(chunk_lp.tokens, list(getattr(chunk_lp, "token_logprobs", None) or []),
                                 list(getattr(chunk_lp, "top_logprobs", None) or []))
+            if on_tokens is not None and (text or ids):
+                on_tokens(len(ids) if isinstance(ids, list) and ids else 1)
             if getattr(choice, "finish_reason", None):
                 finish_reason = choice.finish_reason
             if getattr(choice, "stop_reason", None) is not None:

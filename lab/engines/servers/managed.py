@@ -198,12 +198,16 @@ class ManagedEngine(EngineBase):
         return self.client.score_reference(prompt, reference)
 
     # --- what the UI and result files read ----------------------------------------------
+    def live_progress(self):
+        """The client's: it streams the server's answers."""
+        return self.client.live_progress() if self.client is not None else super().live_progress()
+
     def server_status(self) -> dict:
         """State, PID, port, exit code, log file and log tail of the server, GPU memory held."""
         server = self.server
         if server is None:
             return {"state": "waiting to start", "pid": None, "port": None, "exit_code": None,
-                    "log": None, "tail": [], "gpu_memory_gb": None}
+                    "log": None, "tail": [], "gpu_memory_gb": None, **self.placement()}
         state = server.state
         return {
             "state": state,
@@ -215,7 +219,13 @@ class ManagedEngine(EngineBase):
             "tail": server.tail(15) if state != READY else [],
             "gpu_memory_gb": gpu_memory_gb(server.process_ids()),
             "ready_after_s": server.ready_after_s,
+            **self.placement(),
         }
+
+    def placement(self) -> dict:
+        """Where the server runs, as the status table shows it before `describe()` can be asked:
+        its device text and (vLLM's CPU backend) the RAM budget of its KV cache."""
+        return {"device": self.device_text(), "kv_cache_gb": None}
 
     def device_text(self) -> str:
         return f"server (GPU {self.gpu})" if self.gpu is not None else "server"

@@ -305,6 +305,9 @@ class VLLMServerEngine(ManagedEngine):
     def uses_local_cpu(self) -> bool:
         return self.on_cpu
 
+    def placement(self) -> dict:
+        return {**super().placement(), "kv_cache_gb": self.kv_cache_gb if self.on_cpu else None}
+
     def device_text(self) -> str:
         tp = self.settings.get("tensor_parallel_size", 1)
         if self.on_cpu:

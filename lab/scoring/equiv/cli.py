@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", default=None, help="the user's home (`cd ~`, `cd $HOME`); unknown when left out")
     parser.add_argument("--ref", required=True, help='reference units as a JSON list of strings, e.g. \'["cd app", "ls -la"]\'')
     parser.add_argument("--pred", required=True, help="predicted units as a JSON list of strings")
-    parser.add_argument("--scorer", choices=("corrected", "legacy"), default="corrected")
+    parser.add_argument("--scorer", choices=("corrected", "legacy"), default="corrected",
+                        help="scoring rules of the harness F1 beside it: corrected (default) or legacy (empty vs empty = 1.0)")
 
 
 def units_arg(name: str, text: str) -> list[str]:
