@@ -32,21 +32,13 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     """Score the references on each engine in turn; a file written to the lab's runs folder is imported."""
     from tqdm import tqdm
 
-    from lab.data import load_replay
     from lab.engines import create_engine
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
-    from lab.runs.replay_cli import step_selection
+    from lab.runs.replay_cli import select_steps, step_selection
     from lab import jsontext
 
     settings = Settings()
-    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
-    steps = replay_set.steps
-    if args.tasks:
-        steps = [s for s in steps if s.task_id in set(args.tasks)]
-    if args.limit is not None:
-        steps = steps[: args.limit]
-    if not steps:
-        raise LabError(f"{replay_set.path}: no steps selected (check --tasks / --limit / --mode)")
+    replay_set, steps = select_steps(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     failures = 0
     for spec in args.engine:

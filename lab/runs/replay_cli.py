@@ -71,6 +71,25 @@ def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dic
     return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
 
 
+def select_steps(args: argparse.Namespace, settings: Settings):
+    """(the replay source, its steps chosen by --mode, --tasks and --limit); a skipped malformed line is a
+    warning, no step left is one LabError. Shared by replay, score-reference and sweep."""
+    from lab.data import load_replay
+
+    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
+    for problem in replay_set.problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
+    steps = replay_set.steps
+    if args.tasks:
+        wanted = set(args.tasks)
+        steps = [s for s in steps if s.task_id in wanted]
+    if args.limit is not None:
+        steps = steps[: args.limit]
+    if not steps:
+        raise LabError(f"{replay_set.path}: no steps selected (check --tasks / --limit / --mode)")
+    return replay_set, steps
+
+
 def _sampling(engine, args: argparse.Namespace) -> Sampling:
     base = getattr(engine, "default_sampling", None) or Sampling()
     values = base.to_dict()
@@ -84,7 +103,6 @@ def _sampling(engine, args: argparse.Namespace) -> Sampling:
 def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None) -> int:
     """Replay; a run written to the lab's own runs folder goes into the store through `import_run`
     (passed in by `lab.cli`: the store is a layer above the runs)."""
-    from lab.data import load_replay
     from lab.engines import create_engine
     from lab.runs.replay import ReplayConfig, replay
 
@@ -92,18 +110,8 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
 
     check_sample_args(args)
     settings = Settings()
-    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
+    replay_set, steps = select_steps(args, settings)
     source = replay_set.path
-    for problem in replay_set.problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
-    steps = replay_set.steps
-    if args.tasks:
-        wanted = set(args.tasks)
-        steps = [s for s in steps if s.task_id in wanted]
-    if args.limit is not None:
-        steps = steps[: args.limit]
-    if not steps:
-        raise LabError(f"{source}: no steps selected (check --tasks / --limit / --mode)")
     out_dir = Path(args.out) if args.out else settings.runs_dir
     failures = 0
     for spec in args.engine:

@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from lab.errors import LabError
 from lab.settings import Settings
 
 
@@ -23,17 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _select(args: argparse.Namespace, settings: Settings):
-    from lab.data import load_replay
+    from lab.runs.replay_cli import select_steps
 
-    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
-    steps = replay_set.steps
-    if args.tasks:
-        steps = [s for s in steps if s.task_id in set(args.tasks)]
-    if args.limit is not None:
-        steps = steps[: args.limit]
-    if not steps:
-        raise LabError(f"{replay_set.path}: no steps selected (check --tasks / --limit / --mode)")
-    return replay_set, steps
+    return select_steps(args, settings)
 
 
 def run(args: argparse.Namespace) -> int:
