@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lab.engines.servers.config import log_file_name
 from lab.settings import Settings
 from tests.helpers_servers import free_port, serve_lab, wait_http
 from tests.paths import EXCERPT
@@ -48,7 +49,7 @@ def test_two_managed_servers_crash_restart_unload_in_the_browser(tiny_model_dir,
         a, b = ctx.pool.get("tiny-a").server, ctx.pool.get("tiny-b").server
         assert [a.state, b.state] == ["ready", "ready"]
         assert b.started_at >= a.started_at + a.ready_after_s  # one at a time, each until it answers
-        assert (tmp_path / "logs" / "tiny-a.log").exists() and (tmp_path / "logs" / "tiny-b.log").exists()
+        assert (tmp_path / "logs" / log_file_name("tiny-a")).exists() and (tmp_path / "logs" / log_file_name("tiny-b")).exists()
         with serve_lab(ctx) as (_, url), sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             page = browser.new_page(viewport={"width": 1600, "height": 1200})
@@ -71,7 +72,7 @@ def test_two_managed_servers_crash_restart_unload_in_the_browser(tiny_model_dir,
             crashed = table.locator('tr[data-engine="tiny-a"]')
             expect(crashed.locator("[data-state]")).to_have_text("crashed", timeout=30_000)  # the timer refreshes
             expect(crashed).to_contain_text("stopped: exit code -9 (SIGKILL)")
-            expect(crashed).to_contain_text(str(tmp_path / "logs" / "tiny-a.log"))
+            expect(crashed).to_contain_text(str(tmp_path / "logs" / log_file_name("tiny-a")))
 
             # Compare: next step, Generate; the crashed column says so with its log lines, the other answers
             page.get_by_role("tab", name="Compare").click()
@@ -131,7 +132,7 @@ def test_sigterm_to_the_app_leaves_no_server(tiny_model_dir, tmp_path):
             servers = [c for c in psutil.Process(app.pid).children(recursive=True) if "serve" in " ".join(c.cmdline())]
             time.sleep(0.5)
         assert servers, "the app started no transformers serve"
-        log = tmp_path / "logs" / "tiny.log"
+        log = tmp_path / "logs" / log_file_name("tiny")
         while time.monotonic() < deadline and "Uvicorn running" not in (log.read_text() if log.exists() else ""):
             time.sleep(0.5)
         app.send_signal(signal.SIGTERM)
