@@ -11,6 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lab.engines.servers.config import log_file_name
+
 from tests.paths import EXCERPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,4 +47,4 @@ def test_cli_replay_on_a_managed_server_matches_in_process_transformers(tiny_mod
     assert len({r["latency_s"] for r in rows}) == 3  # not one chunk time copied to every step
     assert [r["raw_output"] for r in rows] == [r["raw_output"] for r in inproc["per_step"]]
     assert "serve" in " ".join(served["sampling"]["server_argv"])
-    assert (tmp_path / "logs" / "served.log").read_text().count("lab starts:") == 1
+    assert (tmp_path / "logs" / log_file_name("served")).read_text().count("lab starts:") == 1

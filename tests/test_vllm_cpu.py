@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from lab.engines.base import Request, Sampling
+from lab.engines.servers.config import log_file_name
 from lab.settings import Settings
 from tests.helpers_servers import free_port, serve_lab, wait_http
 from tests.paths import EXCERPT
@@ -127,7 +128,7 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/", 180, app)
-        log = Path(vllm_env["LAB_LOG_DIR"]) / "vl-app.log"
+        log = Path(vllm_env["LAB_LOG_DIR"]) / log_file_name("vl-app")
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and "Application startup complete" not in (log.read_text() if log.exists() else ""):
             assert app.poll() is None
