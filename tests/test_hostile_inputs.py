@@ -105,6 +105,9 @@ def test_repr_units_decode_without_evaluating():
     assert coerce_units(repr(tuple(units))) == units
     assert coerce_units("[ -f foo ]") == ["[ -f foo ]"]  # a shell test, not a list
     assert coerce_units("__import__('os').system('true')") == ["__import__('os').system('true')"]
+    with pytest.raises(ValueError, match="lone UTF-16 surrogate"):  # Python reads it; no UTF-8 file holds it
+        coerce_units("['ls', '\\ud800a']")
+    assert coerce_units("['\\U0001f600']") == ["\U0001f600"]  # an astral escape is one real character
 
 
 @pytest.mark.parametrize("kind", ["dev-null", "fifo", "folder", "unreadable"])

@@ -13,11 +13,16 @@ from tests.test_store_common import make_results_dir, write_json
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from bench.synthetic import make_results
+    import bench.synthetic as synthetic
 
     root = tmp_path_factory.mktemp("plots")
     results = make_results_dir(root)
-    for i, result in enumerate(make_results(n_runs=2, n_steps=30, seed=1)):
+    # synthetic tasks have no replay, so a relative `cd` would leave equiv unknowable ("equiv needs
+    # the replay", no point to draw): the fixture's directories are all absolute
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(synthetic, "DIRS", tuple(d for d in synthetic.DIRS if d.startswith("/")))
+        made = synthetic.make_results(n_runs=2, n_steps=30, seed=1)
+    for i, result in enumerate(made):
         write_json(results / "runs" / f"syn{i}.json", result)
     with open_store(root / "lab.duckdb", results) as s:
         yield s

@@ -128,22 +128,34 @@ def test_forged_forwarding_headers_share_one_client_share(lab4, idle_pair):
     with ThreadPoolExecutor(5) as pool:
         sessions = list(pool.map(lambda i: guest(url, FORGED[i % len(FORGED)](i + 1)), range(20)))
 
+    adds: list[tuple[float, float]] = []  # (sent, answered) of every add the lab accepted
+
     def grab(session) -> tuple[int, list[str]]:
-        added, lines_seen, table = 0, [], None
+        added, lines_seen = 0, []
         for i in range(6):
-            table, lines = call(session, held(results, i), api_name="/add_engine")
+            sent = time.monotonic()
+            _, lines = call(session, held(results, i), api_name="/add_engine")
             lines_seen += lines
             if not any(line.startswith("Adding engine") for line in lines):
                 break
+            adds.append((sent, time.monotonic()))
             added += 1
         return added, lines_seen
 
     with ThreadPoolExecutor(5) as pool:
         outcome = list(pool.map(grab, sessions))
-    assert sum(n for n, _ in outcome) == CLIENT_SHARE, outcome
+    # An engine's idle clock starts at its add, so none of these can have been unloaded as idle before
+    # the first add was sent + IDLE_S: every add answered before then was held at once with the others.
+    # (On a loaded machine the grabs can outlast IDLE_S; a slot freed by the idle limit is then taken again.)
+    first_sent = min(sent for sent, _ in adds)
+    before_idle = [answered for _, answered in adds if answered < first_sent + IDLE_S]
+    assert len(before_idle) <= CLIENT_SHARE <= len(adds), (len(before_idle), [(n, l[:1]) for n, l in outcome])
+    if len(before_idle) == len(adds):
+        assert len(adds) == CLIENT_SHARE, outcome
     assert all(any("one client can hold at most" in line for line in lines) for n, lines in outcome if n < 6)
     held_now = sum(len(mine(call(s, "", api_name="/add_engine")[0][0])) for s in sessions)
-    assert held_now == CLIENT_SHARE
+    assert held_now <= CLIENT_SHARE and (held_now == CLIENT_SHARE or time.monotonic() > first_sent + IDLE_S)
+    print(f"\n{len(adds)} adds in {max(a for _, a in adds) - first_sent:.1f} s; {held_now} held now")
 
     # a real visitor (another machine, through the owner's proxy) still gets its slots …
     first = behind_proxy(relay, "203.0.113.5")

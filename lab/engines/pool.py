@@ -266,7 +266,8 @@ class EnginePool:
             return [n for n, s in self._slots.items() if state is None or s.state == state]
 
     def status(self) -> list[dict]:
-        """One row per engine: name, spec, kind, model, state, error, device, memory_gb, lora, preset."""
+        """One row per engine: name, spec, kind, model, state, error, device, memory_gb, lora, preset,
+        server, visitor (a public deployment's visitor added it)."""
         with self._lock:
             slots = list(self._slots.values())
         rows = []
@@ -291,6 +292,7 @@ class EnginePool:
                     "lora": info.lora if info else getattr(slot.engine, "lora", None),
                     "preset": getattr(slot.engine, "preset_key", None),
                     "server": slot.engine.server_status() if hasattr(slot.engine, "server_status") else None,
+                    "visitor": slot.visitor,
                 }
             )
         return rows

@@ -16,7 +16,13 @@ def _decode_literal(literal: str) -> str:
     if "\\" not in body:
         return body
     # unicode_escape reads Latin-1 bytes: escape everything beyond Latin-1 first so it round-trips
-    return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    value = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    if _SURROGATE.search(value):  # Python reads `'\ud800'`, but no UTF-8 file can hold it again
+        raise ValueError("a command unit holds a lone UTF-16 surrogate (\\uD800-\\uDFFF)")
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def coerce_units(value: object) -> list[str]:

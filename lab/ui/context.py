@@ -232,19 +232,21 @@ class LabContext:
         """Every engine of the pool, in the order added."""
         if self.pool is None:
             return []
-        entries = []
+        entries, by_visitors = [], set()
         for row in self.pool.status():
             try:
                 engine = self.pool.get(row["name"]) if row["state"] == "ready" else None
             except LabError:  # removed meanwhile
                 continue
             entries.append(entry_from_status(row, engine))
+            if row.get("visitor"):
+                by_visitors.add(row["name"])
         if self.sessions is None:
             return entries
         from lab.ui.session import current_session
 
         session = current_session()
-        visible = set(self.sessions.visible([e.name for e in entries], session))
+        visible = set(self.sessions.visible([e.name for e in entries], session, by_visitors))
         return [self._shown_entry(e) for e in entries if e.name in visible]
 
     def shown_text(self, text: str | None) -> str | None:

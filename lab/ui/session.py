@@ -19,7 +19,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 import yaml
 
@@ -118,11 +118,13 @@ class SessionEngines:
         with self._lock:
             return bool(self._holders.get(name))
 
-    def visible(self, names: list[str], session: str | None) -> list[str]:
-        """The owner's engines and `session`'s own, in pool order."""
+    def visible(self, names: list[str], session: str | None, by_visitors: Collection[str] = ()) -> list[str]:
+        """The owner's engines and `session`'s own, in pool order. `by_visitors`: the engines
+        visitors added; one that another visitor is adding right now has no holder yet, and is
+        still not the owner's."""
         with self._lock:
             mine = set(self._by_session.get(session, ())) if session else set()
-            return [n for n in names if not self._holders.get(n) or n in mine]
+            return [n for n in names if n in mine or not (self._holders.get(n) or n in by_visitors)]
 
     def owns(self, session: str | None, name: str) -> bool:
         with self._lock:
