@@ -38,4 +38,4 @@ if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookwo
   fi
 fi
 echo "test.sh: vLLM's CPU environment and the Space image's base ready (LAB_VLLM=$LAB_VLLM); running the tests" >&2
-python -m pytest "$@"
+python -m pytest --durations=20 "$@"  # the slowest 20 tests, where the suite's time goes
