@@ -33,7 +33,10 @@ def _note(driver: psutil.Process, session_dir: str, known: dict[int, float]) -> 
         roots = [p for p in driver.children() if session_dir in " ".join(p.cmdline())]
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return
+    me = os.getpid()  # the watchdog is the driver's child too, its session folder in its command line
     for root in roots:
+        if root.pid == me:
+            continue
         try:
             for proc in [root, *root.children(recursive=True)]:
                 known.setdefault(proc.pid, proc.create_time())
