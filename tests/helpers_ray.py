@@ -60,8 +60,15 @@ class RayNode:
         return next(p for p in self.processes() if p.name() == "raylet")
 
     def runs(self, text: str) -> bool:
-        """Whether one of this node's processes has `text` in its command line (an actor: ray::CLASS)."""
-        for proc in self.processes():
+        """Whether one of this node's processes has `text` in its command line (an actor: ray::CLASS).
+        The node's workers (actors) are the raylet's children, outside the node's process group."""
+        procs = self.processes()
+        for proc in list(procs):
+            try:
+                procs += proc.children(recursive=True)
+            except psutil.Error:
+                continue
+        for proc in procs:
             try:
                 if text in " ".join(proc.cmdline()):
                     return True

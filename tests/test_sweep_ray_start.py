@@ -1,9 +1,8 @@
 """`python -m lab sweep` against a cluster started as the README says, with the real `ray` command: a head
 from `ray start --head` on a machine that has a Ray token (Ray then turns token authentication on by
 itself) and a worker joined with `ray start --address`. The driver connects with the token `ray start`
-uses, says in one line what is missing when it cannot, and nothing is left behind: no raylet or GCS process,
-no actor's temporary folder. (A node lost by killing its raylet is not tested yet here: that test never
-passed on this machine.)"""
+uses, says in one line what is missing when it cannot, a node lost by killing its raylet re-places its
+engine elsewhere, and nothing is left behind: no raylet or GCS process, no actor's temporary folder."""
 from __future__ import annotations
 
 import json
@@ -20,7 +19,7 @@ import pytest
 from tests.helpers_ray import end_nodes, start_node, wait_alive
 from tests.helpers_servers import free_port
 from tests.paths import EXCERPT
-from tests.test_sweep_ray import ROOT, env_for, same_run
+from tests.test_sweep_ray import ROOT, env_for, same_run, servers_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")]
@@ -150,3 +149,52 @@ def test_what_is_missing_for_the_token_is_one_line(cluster, tmp_path):
         assert done.returncode == 0, (extra, done.stderr[-2000:])
         assert json.loads((tmp_path / "out" / "reference.json").read_text())["aggregate"]["steps"] == 1
         (tmp_path / "out" / "reference.json").unlink()
+
+
+@pytest.mark.timeout(900)
+def test_a_node_lost_by_killing_its_raylet_continues_on_another(cluster, tiny_model_dir, tmp_path):
+    """Mid-sweep the raylet of the node running the engine (and its model server) is killed: the engine is
+    re-placed on the other worker and resumes from the last step received; every step is in the file once;
+    no model server and no actor folder is left. (Last in this module: it leaves that node dead.)"""
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=16&name=ts"
+    common = ["--replay", str(EXCERPT), "--limit", "4", "--chunk-size", "1", "--engine", spec]
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)],
+                            cwd=ROOT, env={**env_for(tmp_path), **driver_env(cluster)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        checkpoint = out / "ts.partial.jsonl"
+        deadline = time.time() + 400
+        while not (checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 1):
+            assert time.time() < deadline and proc.poll() is None, "no step came back to the driver"
+            time.sleep(0.2)
+        kept = checkpoint.read_text().count('"row"')
+        running = [n for n in cluster.nodes[1:] if n.runs("ray::EngineWorker")]
+        assert len(running) == 1, "the engine's actor runs on exactly one worker node"
+        t_lost = time.perf_counter()
+        running[0].raylet().kill()  # SIGKILL: the node running the engine and its server is lost
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            raise AssertionError(f"the sweep did not end 300 s after its node was lost: {stderr[-4000:]}") from None
+        recovered_in = time.perf_counter() - t_lost
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "its node was lost; re-placing it" in stderr
+    assert kept < 4, "the sweep had finished before its node was lost"
+    result = json.loads((out / "ts.json").read_text())
+    keys = [(r["task_id"], r["step_idx"]) for r in result["per_step"]]
+    assert len(keys) == len(set(keys)) == 4 and result["aggregate"]["steps"] == 4
+    survivor = next(n for n in cluster.nodes[1:] if n is not running[0])
+    assert survivor.processes(), "the other worker node is alive"
+    deadline = time.time() + 30
+    while (servers_of(tiny_model_dir) or lab_sweep_folders(cluster)) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "a lost node's server was left running"
+    assert lab_sweep_folders(cluster) == [], "the lost actor's temporary folder was left"
+    print(f"\nraylet killed with {kept}/4 steps received; the sweep finished {recovered_in:.1f} s later")
