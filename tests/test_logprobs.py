@@ -172,6 +172,27 @@ def test_replay_and_score_reference_land_in_duckdb_with_not_recorded_for_others(
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     n, recorded = published.stdout.strip().splitlines()[1].split(",")
     assert published.returncode == 0 and int(n) > 0 and recorded == "0"
+    # Results: the run's reference NLL per token beside its F1 (the score-reference run's own figure over
+    # the same steps); every other row says "not recorded"
+    from lab.settings import Settings
+    from lab.store import open_store
+    from lab.ui.context import LabContext
+    from lab.ui.results_tab import NOT_RECORDED, leaderboard_frame
+
+    ref_file = next(p for p in (tmp_path / "results" / "runs").glob("*.json") if p.name != "tiny.json")
+    expected = json.loads(ref_file.read_text())["aggregate"]["ref_nll_per_token"]
+    settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb", replay_path=str(EXCERPT))
+    with open_store(settings) as store:
+        table = leaderboard_frame(LabContext(settings=settings, store=store), False)
+        by_nll = leaderboard_frame(LabContext(settings=settings, store=store), False, sort="ref_nll_per_token")
+    cols = list(table.columns)
+    assert cols.index("ref_nll_per_token") == cols.index("avg_command_f1") + 1
+    mine = table[table["run_id"].astype(str).str.len() > 0]
+    tiny = mine[mine["name"].astype(str).str.contains("tiny")].iloc[0]
+    assert math.isclose(tiny["ref_nll_per_token"], expected, abs_tol=1e-4), (tiny.to_dict(), expected)
+    others = table.drop(index=tiny.name)
+    assert len(others) >= 1 and set(others["ref_nll_per_token"]) == {NOT_RECORDED}  # the stored published copy
+    assert by_nll.iloc[0]["name"] == tiny["name"]  # sorted likeliest reference first, not-recorded last
 
 
 def test_compare_columns_shade_tokens_and_mark_where_two_answers_part(engine, steps, tmp_path):

@@ -30,6 +30,7 @@ ORDERS: dict[str, dict[str, str]] = {
         "recall": "recall DESC NULLS LAST",
         "rank": "rank NULLS LAST",
         "spelling_gap": "spelling_gap DESC NULLS LAST",
+        "ref_nll_per_token": "ref_nll_per_token NULLS LAST",  # likeliest reference first
     },
     "runs": {
         "imported_at": "imported_at DESC",

@@ -8,8 +8,12 @@ SELECT name, source, run_id, model_id, family, training_method, params_b, active
        score, score_marked, avg_command_f1, precision, recall, first_cmd_exact_pct, valid_json_pct,
        sec_per_step, load_s, template_status, rank_eligible,
        CASE WHEN $first56_only THEN rank ELSE rank_latest END AS rank, in_first_56, equiv_score, spelling_gap,
-       equiv_state, steps, total_steps, coverage, partial
+       equiv_state, steps, total_steps, coverage, partial, ref_nll_per_token
 FROM results_all
+-- the reference answers' NLL per token under the run's model (step_reference: its newest
+-- score-reference run), over the run's steps that have one; NULL: not recorded
+LEFT JOIN (SELECT run_id, sum(-ref_logprob) / nullif(sum(ref_tokens), 0) AS ref_nll_per_token
+           FROM step_reference GROUP BY run_id) USING (run_id)
 WHERE scoring_version = 'corrected_303'
   AND ((source = 'published' AND (NOT $first56_only OR in_first_56))
        OR (source = 'run' AND $include_runs))

@@ -16,13 +16,14 @@ from lab.ui.html_text import esc
 from lab.ui.render_html import render_notice
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
-COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
-           "valid_json_pct", "sec_per_step", "template_status", "family", "training_method", "params_b",
-           "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
+COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
+           "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
+           "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
+NOT_RECORDED = "not recorded"  # the reference NLL of a run whose model has no score-reference run (never 0)
 EQUIV_COLUMNS = ("equiv_score", "spelling_gap")
 EQUIV_POLL_SEC = 2.0  # while runs wait for their equiv columns, the table looks again this often
 SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step",
-         "spelling_gap"]
+         "spelling_gap", "ref_nll_per_token"]
 MAX_ROWS = 500
 
 
@@ -40,7 +41,11 @@ def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str 
     df = df.head(MAX_ROWS).reset_index(drop=True)
     states = df["equiv_state"] if "equiv_state" in df.columns else pd.Series([None] * len(df), dtype=object)
     shown = df[[c for c in COLUMNS if c in df.columns]]
-    return mark_equiv_cells(shown.astype(object).where(shown.notna(), ""), EQUIV_COLUMNS, states)
+    cells = shown.astype(object).where(shown.notna(), "")
+    if "ref_nll_per_token" in cells.columns:
+        nll = shown["ref_nll_per_token"]
+        cells["ref_nll_per_token"] = [NOT_RECORDED if pd.isna(v) else round(float(v), 4) for v in nll]
+    return mark_equiv_cells(cells, EQUIV_COLUMNS, states)
 
 
 def count_html(df: pd.DataFrame, first56: bool) -> str:
