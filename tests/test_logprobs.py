@@ -225,3 +225,58 @@ def test_compare_columns_shade_tokens_and_mark_where_two_answers_part(engine, st
     assert views[0].parting.index == views[1].parting.index == 2 and views[2].parting is None
     assert "parts from b.json at token 2" in html and "parts from a.json at token 2" in html
     assert "token log-probabilities: not recorded" in html
+
+
+def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(tiny_model_dir, tmp_path):
+    """Compare's columns: a live engine's reference NLL per token is its own teacher-forced prefill (equal to
+    score_reference); a stored run of a model with a score-reference run shows that run's figure for the
+    step; a stored run without one, "not recorded" (never 0); the reference column shows none."""
+    import re
+    from html import escape
+
+    from lab.runs.reference_run import ReferenceConfig, score_reference_run
+    from lab.runs.replay import ReplayConfig, replay
+    from lab.settings import Settings
+    from lab.ui.app import create_context
+    from lab.ui.compare_tab import step_outputs
+    from tests.test_ui_handlers import write_stored_run
+
+    runs = tmp_path / "results" / "runs"
+    spec = f"transformers:{tiny_model_dir}?device=cpu&max_tokens=6&name=tiny"
+    live = create_engine(spec)
+    live.load()
+    all_steps = load_replay(EXCERPT).steps
+    step = all_steps[0]
+    replay(live, [step], ReplayConfig(out_dir=runs, run_name="tiny-run", sampling=Sampling(max_tokens=6)))
+    score_reference_run(live, [step], ReferenceConfig(out_dir=runs, run_name="tiny-run"))
+    write_stored_run(runs / "other.json", "other")  # a run without any score-reference run
+    settings = Settings(results_dir=tmp_path / "results", runs_dir=runs, db_path=tmp_path / "lab.duckdb",
+                        cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, ["reference", spec, f"stored:{runs / 'tiny-run.json'}", f"stored:{runs / 'other.json'}"])
+    try:
+        ctx.pool.wait()
+        from lab.ui.step_data import answer_step
+
+        entries = {e.name: e for e in ctx.engine_entries()}
+        for entry in entries.values():
+            answer_step(ctx, entry, step)
+        html = step_outputs(ctx, step.key).columns_html
+    finally:
+        ctx.pool.close_all()
+        if ctx.store is not None:
+            ctx.store.close()
+    from lab.runs.pipeline import render_for_engine
+
+    expected = live.score_reference(render_for_engine(live, step).text, step.ref_raw).nll_per_token
+
+    def cell(column_spec: str) -> str:
+        column_spec = escape(column_spec)
+        column = html.split(f'<div class="lab-col" data-engine="{column_spec}"', 1)[1].split('<div class="lab-col" ', 1)[0]
+        found = re.search(r'data-metric="ref NLL/tok"[^>]*>.*?<b[^>]*>([^<]*)</b>', column, re.S)
+        return found.group(1) if found else ""
+
+    assert float(cell(spec)) == pytest.approx(expected, abs=1e-3)
+    stored_figure = float(cell(f"stored:{runs / 'tiny-run.json'}"))
+    assert stored_figure == pytest.approx(expected, abs=1e-3)  # the same model's score-reference run, this step
+    assert cell(f"stored:{runs / 'other.json'}") == "not recorded"
+    assert cell("reference") == ""

@@ -14,6 +14,7 @@ from lab.ui.confidence import mark_partings, render_confidence
 from lab.store.short_labels import short_labels
 from lab.ui.equiv_view import equiv_badge, render_equiv_metric
 from lab.ui.html_text import esc, fmt, pre, pre_middle, sim_style
+from lab.ui.reference_nll import render_reference_nll
 from lab.ui.render_audit import render_audit_panel
 from lab.ui.step_view import (
     ABSENT,
@@ -80,8 +81,8 @@ def render_parsed(parsed: ParsedAction | None) -> str:
     return f'<div class="lab-parse-status">{status}</div><table class="lab-kv">{body}</table>'
 
 
-def render_metrics(metrics: dict[str, float] | None) -> str:
-    """First exact, P, R, F1 as a compact strip."""
+def render_metrics(metrics: dict[str, float] | None, extra: str = "") -> str:
+    """First exact, P, R, F1 as a compact strip (`extra`: more cells after F1, e.g. the reference NLL)."""
     if not metrics:
         return ""
     parts = [
@@ -93,7 +94,7 @@ def render_metrics(metrics: dict[str, float] | None) -> str:
     cells = "".join(
         f'<div class="lab-metric" data-metric="{esc(k)}"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in parts
     )
-    return f'<div class="lab-metrics">{cells}</div>'
+    return f'<div class="lab-metrics">{cells}{extra}</div>'
 
 
 def seconds(value: float | None) -> str:
@@ -199,7 +200,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
     matched = sum(1 for r in view.ref_rows if r.matched)
     return (
         f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="ready">{head}'
-        f"{render_metrics(view.metrics)}{render_equiv_metric(getattr(view, 'equiv', None))}{render_timings(view)}"
+        f"{render_metrics(view.metrics, render_reference_nll(getattr(view, 'ref_nll', None)))}{render_equiv_metric(getattr(view, 'equiv', None))}{render_timings(view)}"
         f"{render_prompt_block(view, full)}{audit_html}"
         f'<details class="lab-details" open><summary>{raw_title}</summary>'
         f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'

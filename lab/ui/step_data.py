@@ -12,12 +12,14 @@ from lab.scoring.action import ParsedAction
 from lab.ui.context import EngineEntry, LabContext
 from lab.ui.heatmap import heatmap_figure
 from lab.ui.legacy_column import answer_legacy_step, is_legacy
+from lab.ui.reference_nll import reference_nll
 from lab.ui.step_view import (
     CRASHED,
     ERROR,
     FAILED,
     LOADING,
     PENDING,
+    READY,
     EngineView,
     StepView,
     build_step_view,
@@ -47,6 +49,8 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     try:
         result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
+        if view.state == READY and entry.kind != "reference":  # beside its F1: how likely the reference was
+            view.ref_nll = reference_nll(ctx, entry, step, view.prompt_text)
     except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
         view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
         return view  # not cached: the user may retry

@@ -62,6 +62,7 @@ class EngineView:
     logprobs: Any = None  # lab.engines.logprobs.TokenLogprobs of the answer (None: not recorded)
     parting: Any = None  # lab.ui.confidence.Parting: where this answer parts from the first other column's
     live: Any = None  # lab.engines.progress.ProgressSnapshot while generating: elapsed time, tokens so far
+    ref_nll: Any = None  # lab.ui.reference_nll.ReferenceNll: the reference answer's NLL per token under this engine
 
     @property
     def f1(self) -> float | None:
