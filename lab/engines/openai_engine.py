@@ -22,6 +22,8 @@ types are the SDK's.
 """
 from __future__ import annotations
 
+import math
+
 import os
 import threading
 import time
@@ -310,7 +312,11 @@ class OpenAIEngine(EngineBase):
             if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
                 return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
                                       error=f"no log-probability for reference token {position - len(pair.prompt_ids)}")
-            logprobs.append(max(float(entry["logprob"]), -1e4))
+            value = float(entry["logprob"])
+            if not math.isfinite(value):  # a hostile or broken server: NaN/inf is no probability
+                return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
+                                      error=f"a non-finite log-probability for reference token {position - len(pair.prompt_ids)}")
+            logprobs.append(min(max(value, -1e4), 0.0))  # a log-probability is never above 0
             tokens.append(str(entry.get("decoded_token") or ""))
         return ReferenceScore(logprobs, tokens, prompt_tokens=len(pair.prompt_ids), offsets=pair.ref_offsets)
 
