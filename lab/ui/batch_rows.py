@@ -9,6 +9,9 @@ from lab.data.step import Step
 from lab.ui.html_text import esc
 
 BUCKETS = ("early", "mid", "late")
+# what a batch runs: each engine's answers (a replay), or the reference answers' likelihood (score-reference)
+ANSWERS, REFERENCE = "answers (replay)", "reference likelihood (score-reference)"
+WHAT = (ANSWERS, REFERENCE)
 # Steps generated between two checks of the Stop button (and two checkpoint syncs); on a cluster, how
 # often finished steps come back to the app.
 BATCH_CHUNK = 8
@@ -63,6 +66,15 @@ def render_aggregate(rows: Sequence[BatchRow], overall: bool = False) -> str:
         agg = r.aggregate or {}
         f1 = agg.get("avg_command_f1")
         node = f'<td data-field="node">{esc(r.node or "–")}</td>' if nodes else ""
+        if agg.get("kind") == REFERENCE:  # a score-reference run: its NLL per token, no answers to score
+            nll = agg.get("ref_nll_per_token")
+            body.append(
+                f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
+                f'<td><span data-field="steps">{r.done}/{r.total}</span>{_bar(r.done, r.total)}</td>'
+                f'<td data-field="ref_nll" colspan="4">reference NLL/token '
+                f'{"–" if nll is None else f"{float(nll):.4f}"} ({agg.get("steps_scored", r.done)} steps scored)</td>{node}'
+                f'<td data-field="state" class="lab-state-{_state_class(r.state)}">{esc(r.state)}</td></tr>')
+            continue
         body.append(
             f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
             f'<td><span data-field="steps">{r.done}/{r.total}</span>{_bar(r.done, r.total)}</td>'

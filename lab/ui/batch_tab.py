@@ -11,7 +11,8 @@ import gradio as gr
 from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.names import finished_run_file, new_run_name, safe_run_name
-from lab.ui.batch_rows import BATCH_CHUNK, BUCKETS, BatchRow, filter_steps, render_aggregate
+from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
+from lab.ui.batch_rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
 from lab.ui.html_text import esc
@@ -31,10 +32,13 @@ def run_batch(
     stop: threading.Event | None = None,
     on_update: Callable[[list[BatchRow]], None] | None = None,
     chunk_size: int = BATCH_CHUNK,
+    what: str = ANSWERS,
 ) -> list[BatchRow]:
     """Replay `steps` on each named ready engine in turn; write results/runs/<name>.json, import it
     into the store. An engine's failure is recorded in its row; the next engine still runs.
-    A finished run is never regenerated in place: its row says so, unless `new_run` asks for a fresh name."""
+    A finished run is never regenerated in place: its row says so, unless `new_run` asks for a fresh name.
+    `what`: ANSWERS (a replay) or REFERENCE (`score-reference`: the reference answer's likelihood per
+    step, results/runs/<name>.reference.json, no generation)."""
     from lab.runs.replay import ReplayConfig, replay as replay_run
 
     entries = {e.name: e for e in ctx.engine_entries()}
@@ -62,10 +66,16 @@ def run_batch(
             row.state = f"failed: {problem} (python -m lab replay)"
             update()
             continue
+        if what == REFERENCE and not hasattr(entry.engine, "score_reference"):
+            row.state = (f"failed: a {entry.kind} engine cannot score the reference (it has no model); "
+                         "use transformers:, vllm:, or openai: on a vLLM server")
+            update()
+            continue
         out_dir = Path(ctx.settings.runs_dir)
+        suffix = REFERENCE_SUFFIX if what == REFERENCE else ""
         try:
             stem = safe_run_name(entry.engine, out_dir, run_name if len(rows) == 1 else None)
-            finished = finished_run_file(out_dir, stem)
+            finished = finished_run_file(out_dir, stem + suffix)
         except LabError as exc:  # a run name too long for a file name: one line, the next engine still runs
             row.state = f"failed: {exc}"
             update()
@@ -81,7 +91,7 @@ def run_batch(
             update()
             continue
         if finished is not None:
-            stem = new_run_name(out_dir, stem)
+            stem = new_run_name(out_dir, stem, suffix)
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
                               run_name=stem,
                               chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
@@ -94,7 +104,10 @@ def run_batch(
             update()
 
         try:
-            path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
+            if what == REFERENCE:
+                path = _score_reference(ctx, entry, steps, stem, resume, row, update, stop)
+            else:
+                path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
         except InterruptedError:
             row.state = "stopped (run again with 'resume' to continue)"
             update()
@@ -115,6 +128,30 @@ def run_batch(
             row.state = f"done · {exc}"
         update()
     return rows
+
+
+def _score_reference(ctx: LabContext, entry, steps: list[Step], stem: str, resume: bool, row: BatchRow,
+                     update: Callable[[], None], stop: threading.Event | None) -> Path:
+    """One engine's score-reference run (lab.runs.reference_run); its row's aggregate is the NLL so far."""
+    from lab.runs.reference_run import ReferenceConfig, score_reference_run
+
+    config = ReferenceConfig(out_dir=Path(ctx.settings.runs_dir), run_name=stem, resume=resume,
+                             replay_fingerprint=ctx.replay.fingerprint, eval_path=str(ctx.replay.path))
+
+    def progress(done: int, total: int) -> None:
+        row.done, row.total = done, total
+        update()
+
+    try:
+        path = score_reference_run(entry.engine, steps, config, progress=progress, stop=stop)
+    except LabError as exc:
+        if stop is not None and stop.is_set() and str(exc).startswith("stopped"):
+            raise InterruptedError(str(exc)) from None
+        raise
+    import json
+
+    row.aggregate = {**json.loads(path.read_text(encoding="utf-8")).get("aggregate", {}), "kind": REFERENCE}
+    return path
 
 
 STOPPING = "stopping (requests in flight cancelled; finished steps kept)"
@@ -152,6 +189,9 @@ def build_batch_tab(ctx: LabContext) -> None:
             groups = gr.CheckboxGroup(sorted({s.source_group for s in replay.steps}) if replay else [],
                                       label="source groups (none: all)")
         selected = gr.HTML(elem_id="lab-batch-selected")
+        what = gr.Radio(list(WHAT), value=ANSWERS, label="run", elem_id="lab-batch-what",
+                        info="answers: each engine replays the steps and is scored; reference likelihood: each "
+                             "model's log-probability of the recorded replies (one prefill a step, no generation)")
         with gr.Row(equal_height=True):
             resume = gr.Checkbox(True, label="resume an interrupted run (keeps finished steps)")
             new_run = gr.Checkbox(False, label="start a new run (a finished run of that name is kept)",
@@ -161,7 +201,7 @@ def build_batch_tab(ctx: LabContext) -> None:
             stop_btn = gr.Button("Stop", variant="stop", elem_id="lab-batch-stop")
         stops = SessionEvents()  # each session's Stop stops only that session's batch
         sweep_inputs = {"engines": engines, "tasks": tasks, "buckets": buckets, "groups": groups, "resume": resume,
-                        "new_run": new_run, "run_name": run_name}
+                        "new_run": new_run, "run_name": run_name, "what": what}
         live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live", render=False)
         build_sweep_panel(ctx, stops, sweep_inputs, live)  # the cluster's controls, above the shared table
         live.render()
@@ -180,7 +220,7 @@ def build_batch_tab(ctx: LabContext) -> None:
                 gr.update(visible=rp is None),
                 count(task_sel, bucket_sel, group_sel))
 
-    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False):
+    def run(names, task_sel, bucket_sel, group_sel, do_resume, name, fresh=False, run_what=ANSWERS):
         if not batch_allowed(ctx.settings):
             gr.Warning(BATCH_OFF)
             return
@@ -199,7 +239,8 @@ def build_batch_tab(ctx: LabContext) -> None:
         rows: list[BatchRow] = []
         # progress lives in the table (each engine's steps, and an overall row), not in Gradio's bar over it
         for rows in batch_updates(ctx, names, steps, stop_event, resume=bool(do_resume),
-                                  new_run=bool(fresh), run_name=name or None):
+                                  new_run=bool(fresh), run_name=name or None,
+                                  what=REFERENCE if run_what == REFERENCE else ANSWERS):
             yield render_aggregate(rows, overall=True)
         for r in rows:
             if r.state.startswith("failed"):
@@ -211,7 +252,7 @@ def build_batch_tab(ctx: LabContext) -> None:
         comp.change(count, filters, selected, api_visibility="private", show_progress="hidden")
     tab.select(refresh, [engines, *filters], [engines, tasks, groups, no_replay, selected], api_visibility="private",
                show_progress="hidden")
-    start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run], live, api_name="run_batch",
+    start.click(run, [engines, tasks, buckets, groups, resume, run_name, new_run, what], live, api_name="run_batch",
                 concurrency_limit=1, show_progress="hidden")
     def request_stop() -> None:
         stops.get(current_session()).set()

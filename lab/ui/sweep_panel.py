@@ -17,7 +17,7 @@ from lab.runs.names import finished_run_file, new_run_name, safe_run_name
 from lab.sweep import progress as sweep_states
 from lab.sweep.plan import Cluster, Outcome, Sweep
 from lab.sweep.progress import JobProgress
-from lab.ui.batch_rows import BATCH_CHUNK, BatchRow, filter_steps
+from lab.ui.batch_rows import BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
 from lab.ui.context import LabContext
 from lab.ui.live import live_updates
 from lab.ui.public import SWEEP_OFF, sweep_allowed
@@ -237,6 +237,11 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
                                elem_id="lab-sweep-shards")
             samples = gr.Number(1, precision=0, minimum=1, label="samples per step", elem_id="lab-sweep-samples")
             start = gr.Button("Run on the Ray cluster", variant="primary", elem_id="lab-sweep-run")
+    if "what" in inputs:  # the cluster replays answers; reference likelihood runs here (Run batch) or by CLI
+        inputs["what"].change(
+            lambda w: gr.update(interactive=w != REFERENCE, value="Run on the Ray cluster" if w != REFERENCE else
+                                "the cluster runs answers only: use Run batch, or python -m lab score-reference"),
+            inputs["what"], start, api_visibility="private", show_progress="hidden")
 
     def run_sweep(names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples, do_resume, fresh, name):
         problem = sweep_problem(ctx)
