@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from lab.data.step import Step
 from lab.scoring.action import ParsedAction
+from lab.ui.html_text import clip, clip_middle
 from lab.ui.render_html import render_column, render_columns, render_context, render_diff, render_f1_gap
 from lab.ui.step_view import (
     ERROR,
@@ -10,8 +11,6 @@ from lab.ui.step_view import (
     UnitMatch,
     alignment_rows,
     build_step_view,
-    clip,
-    clip_middle,
     engine_view_state,
     f1_gap,
 )

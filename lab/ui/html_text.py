@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from html import escape
 
-from lab.ui.step_view import clip, clip_middle
-
 
 def esc(text: object) -> str:
     """html.escape for any value (None -> '')."""
@@ -37,3 +35,17 @@ def pre_middle(text: str, head: int | None, tail: int | None, cls: str = "lab-pr
         return f'<pre class="{cls}">{esc(first)}</pre>'
     gap = f'<span class="lab-clipped">\n… {omitted:,} characters omitted (tick "show all") …\n</span>'
     return f'<pre class="{cls}">{esc(first)}{gap}{esc(last)}</pre>'
+
+
+def clip(text: str, limit: int | None) -> tuple[str, int]:
+    """`text` cut to `limit` characters (None: no limit) and how many characters were left out."""
+    if limit is None or len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def clip_middle(text: str, head: int, tail: int) -> tuple[str, str, int]:
+    """Keep the first `head` and last `tail` characters; returns (head, tail, omitted)."""
+    if len(text) <= head + tail:
+        return text, "", 0
+    return text[:head], text[-tail:], len(text) - head - tail

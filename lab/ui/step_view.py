@@ -291,17 +291,3 @@ def build_step_view(step: Step, engines: list[EngineView], ref_parsed: ParsedAct
         engines=engines,
         f1_gap=f1_gap(engines),
     )
-
-
-def clip(text: str, limit: int | None) -> tuple[str, int]:
-    """`text` cut to `limit` characters (None: no limit) and how many characters were left out."""
-    if limit is None or len(text) <= limit:
-        return text, 0
-    return text[:limit], len(text) - limit
-
-
-def clip_middle(text: str, head: int, tail: int) -> tuple[str, str, int]:
-    """Keep the first `head` and last `tail` characters; returns (head, tail, omitted)."""
-    if len(text) <= head + tail:
-        return text, "", 0
-    return text[:head], text[-tail:], len(text) - head - tail
