@@ -14,7 +14,8 @@ from lab.ui.audit_panel import audit_answer, column_audits
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.legacy_column import scorer_badge_html
 from lab.ui.html_text import esc
-from lab.ui.render_html import render_columns, render_context, render_f1_gap, render_notice
+from lab.ui.notice import render_notice
+from lab.ui.render_html import render_columns, render_context, render_f1_gap
 from lab.ui.run_picker import build_run_picker, wire_run_picker
 from lab.ui.samples_panel import build_samples_panel
 from lab.ui.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data

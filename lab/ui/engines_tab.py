@@ -10,7 +10,7 @@ from lab.jsontext import one_line
 from lab.ui.compare_tab import CompareTab, warm_instant_engines
 from lab.ui.context import EngineEntry, LabContext
 from lab.ui.html_text import esc
-from lab.ui.render_html import render_notice
+from lab.ui.notice import render_notice
 
 SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "

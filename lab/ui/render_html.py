@@ -313,8 +313,3 @@ def render_context(view: StepView, full: bool = False) -> str:
         f'{pre(ctx.task, None if full else TASK_LIMIT)}</details>'
         f'{earlier_html}<div class="lab-context-grid"><div>{screen}</div>{ref_html}</div></div>'
     )
-
-
-def render_notice(title: str, body_html: str, kind: str = "info") -> str:
-    """A boxed notice (e.g. "no replay data configured"); `body_html` must already be safe HTML."""
-    return f'<div class="lab-notice lab-notice-{esc(kind)}"><b>{esc(title)}</b><div>{body_html}</div></div>'

@@ -13,7 +13,7 @@ from lab.ui.context import LabContext
 from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.published_panel import build_published_panel
 from lab.ui.html_text import esc
-from lab.ui.render_html import render_notice
+from lab.ui.notice import render_notice
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "precision", "recall", "first_cmd_exact_pct",
