@@ -5,7 +5,7 @@ import queue
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
@@ -205,6 +205,7 @@ class CompareTab:
     heat_engine: gr.Dropdown
     switch_outputs: list
     replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
+    warm: Callable[[], object] | None = None  # warm_instant_engines for this lab (the Engines tab calls it)
 
     def updates(self, out: StepOutputs, heat: bool = True) -> tuple:
         """gr updates for `switch_outputs` from a StepOutputs. `heat=False` leaves the heatmap to an event
@@ -279,7 +280,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         audit_answer_box = gr.Textbox(visible="hidden", elem_id="lab-audit-answer")
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
-    view = CompareTab(tab, task, step, show_all, heat_engine, outputs)
+    view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
     wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
 

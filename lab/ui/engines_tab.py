@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import gradio as gr
 
 from lab.errors import LabError
 from lab.jsontext import one_line
-from lab.ui.compare_tab import CompareTab, warm_instant_engines
 from lab.ui.context import EngineEntry, LabContext
+from lab.ui.handles import CompareHandle
 from lab.ui.html_text import esc
 from lab.ui.notice import render_notice
 
@@ -101,8 +102,10 @@ class EngineAction:
     message: str
 
 
-def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC") -> EngineAction:
-    """Add the engine `text` names (a SPEC or a preset key); never raises for user mistakes."""
+def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC",
+                      warm: Callable[[], object] | None = None) -> EngineAction:
+    """Add the engine `text` names (a SPEC or a preset key); never raises for user mistakes. `warm`
+    (Compare's warmer) precomputes the new instant engines' columns when a replay is loaded."""
     text = (text or "").strip()
     if not text:
         hint = "Pick a preset first." if what == "preset" else "Type an engine SPEC first, e.g. 'reference' or 'stored:PATH'."
@@ -112,8 +115,8 @@ def add_engine_action(ctx: LabContext, text: str | None, what: str = "SPEC") -> 
         names = ctx.add_engines(specs) if len(specs) > 1 else [ctx.add_engine(text)]
     except LabError as exc:
         return EngineAction(False, ctx.shown_text(f"Cannot add '{one_line(text, 200)}': {exc}"))
-    if ctx.replay is not None:
-        warm_instant_engines(ctx)
+    if ctx.replay is not None and warm is not None:
+        warm()
     listed = ", ".join(f"'{n}'" for n in names)
     return EngineAction(True, f"Adding engine {listed}; it loads in the background (status below).")
 
@@ -147,7 +150,7 @@ def engine_status(ctx: LabContext) -> tuple[str, list[str], bool]:
     return render_engine_table(entries), [e.name for e in entries], watch
 
 
-def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
+def build_engines_tab(ctx: LabContext, compare: CompareHandle) -> None:
     """Lay out the Engines tab and wire its events."""
     models_allowed = bool(ctx.settings.allow_engine_loading)
     with gr.Tab("Engines", id="engines") as tab:
@@ -193,9 +196,9 @@ def build_engines_tab(ctx: LabContext, compare: CompareTab) -> None:
         return status(keep)
 
     outs = [table, which, timer, shown]
-    add.click(lambda text: report(add_engine_action(ctx, text)), spec, outs, api_name="add_engine")
-    spec.submit(lambda text: report(add_engine_action(ctx, text)), spec, outs, api_visibility="private")
-    add_preset.click(lambda key: report(add_engine_action(ctx, key, "preset")), preset, outs,
+    add.click(lambda text: report(add_engine_action(ctx, text, warm=compare.warm)), spec, outs, api_name="add_engine")
+    spec.submit(lambda text: report(add_engine_action(ctx, text, warm=compare.warm)), spec, outs, api_visibility="private")
+    add_preset.click(lambda key: report(add_engine_action(ctx, key, "preset", compare.warm)), preset, outs,
                      api_visibility="private")
     unload.click(lambda name: report(unload_engine_action(ctx, name)), which, outs, api_name="unload_engine")
     restart.click(lambda name: report(restart_engine_action(ctx, name), name), which, outs, api_name="restart_engine")
