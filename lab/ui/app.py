@@ -134,6 +134,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
     from lab.ui.batch_tab import build_batch_tab
     from lab.ui.engines_tab import build_engines_tab
+    from lab.ui.published_panel import build_published_panel
     from lab.ui.results_tab import build_results_tab
 
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
@@ -143,7 +144,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             open_in_compare = OpenInCompare(ctx, compare, tabs)
             build_engines_tab(ctx, compare)
             build_batch_tab(ctx)
-            build_results_tab(ctx, open_in_compare)
+            build_results_tab(ctx, open_in_compare, build_published_panel)
             _mount_optional("lab.ui.triage_tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")

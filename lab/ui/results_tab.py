@@ -11,7 +11,6 @@ import pandas as pd
 from lab.errors import LabError
 from lab.ui.context import LabContext
 from lab.ui.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
-from lab.ui.published_panel import build_published_panel
 from lab.ui.html_text import esc
 from lab.ui.notice import render_notice
 
@@ -110,8 +109,9 @@ def broken_files_notice(ctx: LabContext) -> str:
                          f"<ul>{items}</ul>", "warn")
 
 
-def build_results_tab(ctx: LabContext, open_in_compare) -> None:
-    """Lay out the Results tab and wire its events."""
+def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callable[[LabContext], None]) -> None:
+    """Lay out the Results tab and wire its events; `published_panel` lays out the published runs' panel
+    under the leaderboard (the app passes lab.ui.published_panel.build_published_panel)."""
     with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
@@ -130,7 +130,7 @@ def build_results_tab(ctx: LabContext, open_in_compare) -> None:
         equiv_timer = gr.Timer(EQUIV_POLL_SEC, active=equiv_pending_rows(first) > 0)
         table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
                              elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
-        build_published_panel(ctx)
+        published_panel(ctx)
         plots = plot_registry()
         which = plot = None
         if plots:
