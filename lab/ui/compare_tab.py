@@ -4,12 +4,12 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import gradio as gr
 
 from lab.data.step import Step
+from lab.settings import PROJECT_ROOT
 from lab.ui.audit_panel import audit_answer, column_audits
 from lab.ui.context import EngineEntry, LabContext, LRUCache
 from lab.ui.legacy_column import scorer_badge_html
@@ -23,7 +23,7 @@ from lab.ui.step_view import RUNNING, EngineView, engine_view_state, f1_gap
 from lab.ui.whatif_view import build_whatif_view
 
 # Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
-UI_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "ui"
+UI_ASSETS = PROJECT_ROOT / "assets" / "ui"
 SHORTCUTS_JS = "<script>\n" + (UI_ASSETS / "compare.js").read_text(encoding="utf-8") + "</script>\n"
 # Fills the audit panel the server answered for (JSON [engine, step, state, summary html, body html]).
 FILL_AUDIT_JS = (UI_ASSETS / "fill_audit.js").read_text(encoding="utf-8")

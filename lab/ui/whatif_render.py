@@ -2,9 +2,9 @@
 and the engine's prompt diff. Pure functions (no Gradio, no scoring: metrics come with the results)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
+from lab.settings import PROJECT_ROOT
 from lab.ui.html_text import esc
 from lab.ui.render_html import render_column
 from lab.ui.step_view import READY, EngineView, alignment_rows
@@ -12,7 +12,7 @@ from lab.whatif.diff import diff_html, patch_html
 from lab.whatif.edit import WhatIf
 from lab.whatif.run import WhatIfResult
 
-WHATIF_CSS = "<style>" + (Path(__file__).resolve().parents[2] / "assets" / "ui" / "whatif.css").read_text(
+WHATIF_CSS = "<style>" + (PROJECT_ROOT / "assets" / "ui" / "whatif.css").read_text(
     encoding="utf-8") + "</style>"
 
 
