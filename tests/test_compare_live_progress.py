@@ -13,8 +13,8 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.mark.slow
 def test_a_waiting_column_shows_elapsed_time_and_tokens_so_far(tiny_model_dir, tmp_path):
     from lab.ui.app import create_context
-    from lab.ui.compare_tab import generate_views
-    from lab.ui.render_html import render_column
+    from lab.ui.compare.compare_tab import generate_views
+    from lab.ui.compare.render_html import render_column
 
     settings = Settings(results_dir=tmp_path / "results", runs_dir=tmp_path / "results" / "runs",
                         db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))

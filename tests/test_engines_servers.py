@@ -254,8 +254,8 @@ def test_vllm_engine_options_and_executable(monkeypatch):
 
 
 def test_engines_table_shows_server_state_port_pid_memory_and_log_tail():
-    from lab.ui.context import EngineEntry
-    from lab.ui.engines_tab import render_engine_table
+    from lab.ui.shell.context import EngineEntry
+    from lab.ui.engines.engines_tab import render_engine_table
 
     ready = EngineEntry("vllm:qwen35-2b-sft", "qwen", "vllm", "ready", server={
         "state": "ready", "pid": 4242, "port": 8123, "gpu_memory_gb": 17.25, "tail": []})

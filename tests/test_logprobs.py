@@ -179,8 +179,8 @@ def test_compare_columns_shade_tokens_and_mark_where_two_answers_part(engine, st
     shows its answer token by token with hover texts, and the first differing token is marked with both
     probabilities; a run without them says "not recorded"."""
     from lab.runs.replay import ReplayConfig, replay
-    from lab.ui.render_html import render_columns
-    from lab.ui.step_view import engine_view_from_result
+    from lab.ui.compare.render_html import render_columns
+    from lab.ui.compare.step_view import engine_view_from_result
     from lab.runs.pipeline import render_for_engine, score_completion
 
     path = replay(engine, steps[:1], ReplayConfig(out_dir=tmp_path, run_name="a", sampling=Sampling(max_tokens=6)))

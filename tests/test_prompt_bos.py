@@ -21,10 +21,10 @@ def bos_model(tmp_path_factory):
 
 @pytest.mark.parametrize("add_special", [True, False])
 def test_one_count_and_the_doubled_bos(bos_model, add_special):
-    from lab.ui.audit_panel import compute_audit
-    from lab.ui.render_audit import audit_summary, render_audit_body
-    from lab.ui.render_html import render_prompt_block
-    from lab.ui.step_view import engine_view_from_result
+    from lab.ui.compare.audit_panel import compute_audit
+    from lab.ui.compare.render_audit import audit_summary, render_audit_body
+    from lab.ui.compare.render_html import render_prompt_block
+    from lab.ui.compare.step_view import engine_view_from_result
 
     flag = "" if add_special else "&add_special_tokens=false"
     engine = create_engine(f"transformers:{bos_model}?device=cpu&dtype=float32&max_tokens=3&name=bos{flag}")

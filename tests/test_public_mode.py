@@ -121,7 +121,7 @@ def test_upload_route_has_a_size_cap(public_lab):
 
 
 def test_local_upload_cap(monkeypatch):
-    from lab.ui.public import launch_limits
+    from lab.ui.shell.public import launch_limits
 
     monkeypatch.delenv("LAB_MAX_UPLOAD", raising=False)
     assert launch_limits(Settings(public=False)) == {"max_file_size": "1mb"}
@@ -144,7 +144,7 @@ def test_no_absolute_server_path_in_the_page(public_lab):
 
 def test_stop_is_per_session():
     """Two sessions' Stop events are separate: pressing Stop in one never stops the other."""
-    from lab.ui.session import SessionEvents
+    from lab.ui.shell.session import SessionEvents
 
     stops = SessionEvents()
     a, b = stops.get("a"), stops.get("b")
@@ -156,9 +156,9 @@ def test_stop_is_per_session():
 
 def test_exports_are_swept_and_removed(tmp_path):
     """Exports live in one per-process folder; old ones are deleted when new ones are made."""
-    from lab.ui.exports import ExportArea
-    from lab.ui.triage_tab import _export_dir
-    from lab.ui.exports import EXPORTS
+    from lab.ui.shell.exports import ExportArea
+    from lab.ui.triage.triage_tab import _export_dir
+    from lab.ui.shell.exports import EXPORTS
 
     area = ExportArea(max_age=60, prefix="lab-test-exports-")
     first = area.new_dir()

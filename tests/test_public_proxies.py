@@ -1,4 +1,4 @@
-"""Which peers' X-Forwarded-For a public deployment believes (lab.ui.proxies), and what uvicorn,
+"""Which peers' X-Forwarded-For a public deployment believes (lab.ui.shell.proxies), and what uvicorn,
 given that list, makes of forged headers (its ProxyHeadersMiddleware, as `python app.py` runs it)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from lab.settings import Settings
-from lab.ui.proxies import UVICORN_ENV, apply_proxy_trust, trusted_proxies
+from lab.ui.shell.proxies import UVICORN_ENV, apply_proxy_trust, trusted_proxies
 
 
 @pytest.mark.parametrize("space, given, expected", [
@@ -92,6 +92,6 @@ def test_behind_a_trusted_proxy_the_rightmost_untrusted_address_counts(monkeypat
     (None, None),
 ])
 def test_client_key(host, key):
-    from lab.ui.proxies import client_key
+    from lab.ui.shell.proxies import client_key
 
     assert client_key(host) == key

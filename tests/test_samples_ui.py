@@ -16,7 +16,7 @@ from lab.runs.rescore import rescore_result
 from lab.resultfiles.resultfile import write_result_file
 from lab.scoring.stability import summarize_samples
 from lab.settings import Settings
-from lab.ui.samples_view import READY, SampleSet, render_sample_set, render_samples
+from lab.ui.compare.samples_view import READY, SampleSet, render_sample_set, render_samples
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 
@@ -123,7 +123,7 @@ def test_sample_n_on_all_engines_over_http(lab):
 
 def test_sample_inputs_are_checked(lab):
     from lab.errors import LabError
-    from lab.ui.samples_panel import check_inputs
+    from lab.ui.compare.samples_panel import check_inputs
 
     assert check_inputs(5, "", " ", 0) == (5, None, None, 0)
     assert check_inputs(3, "0.7", "0.95", 2) == (3, 0.7, 0.95, 2)
@@ -183,7 +183,7 @@ def test_triage_stability_endpoints_over_http(lab):
 
 
 def test_malformed_stored_samples_are_a_message(tmp_path):
-    from lab.ui.samples_view import ERROR, render_sample_set, stored_set
+    from lab.ui.compare.samples_view import ERROR, render_sample_set, stored_set
 
     steps = load_replay(str(EXCERPT)).steps
     data = sampled_result(steps[:2], "broken", steady)

@@ -30,7 +30,7 @@ def compare_equiv(path: Path) -> float:
     from lab.data import load_replay
     from lab.engines.registry import create_engine
     from lab.runs.pipeline import run_steps
-    from lab.ui.step_view import engine_view_from_result
+    from lab.ui.compare.step_view import engine_view_from_result
 
     step = load_replay(str(EXCERPT)).by_key[KEY]
     engine = create_engine(f"stored:{path}")
@@ -80,9 +80,9 @@ def test_cli_import_without_the_replay_says_so_and_with_it_gives_compares_value(
 @pytest.mark.slow
 def test_the_app_fills_from_a_replay_that_becomes_known_and_shows_one_value(tmp_path):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.context import LabContext
-    from lab.ui.results_tab import leaderboard_frame
-    from lab.ui.triage_tab import slice_page
+    from lab.ui.shell.context import LabContext
+    from lab.ui.results.results_tab import leaderboard_frame
+    from lab.ui.triage.triage_tab import slice_page
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)

@@ -10,8 +10,8 @@ from lab.runs.pipeline import run_steps
 from lab.resultfiles.resultfile import write_result_file
 from lab.store import open_store
 from lab.store.importer import import_path
-from lab.ui.render_html import render_prompt_block
-from lab.ui.step_view import engine_view_from_result
+from lab.ui.compare.render_html import render_prompt_block
+from lab.ui.compare.step_view import engine_view_from_result
 from tests.paths import EXCERPT
 from tests.test_store_common import make_results_dir
 from tests.test_ui_handlers import write_stored_run

@@ -118,7 +118,7 @@ def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the
 def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_model_dir, monkeypatch):
     from gradio_client import Client
 
-    import lab.ui.sweep_panel as panel
+    import lab.ui.batch.sweep_panel as panel
 
     url, ctx, root = served
     monkeypatch.setattr(panel, "CHUNK", 1)  # every step comes back on its own: Stop lands between steps
@@ -163,7 +163,7 @@ def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_m
 
 
 def test_unreachable_cluster_and_missing_ray_are_one_line(served, monkeypatch):
-    from lab.ui.sweep_panel import plan_sweep, render_view, sweep_updates
+    from lab.ui.batch.sweep_panel import plan_sweep, render_view, sweep_updates
 
     _, ctx, _ = served
     choice = plan_sweep(ctx, ["reference"], "", [ctx.replay.tasks[1]], [], [], 1, 1, True, "nowhere")

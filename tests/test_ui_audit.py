@@ -12,10 +12,10 @@ import pytest
 from lab.engines import create_engine
 from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
-from lab.ui.audit_panel import audit_answer, engine_max_model_len
-from lab.ui.compare_tab import generate_views, step_outputs
-from lab.ui.render_html import render_column, render_f1_gap
-from lab.ui.step_view import f1_gap
+from lab.ui.compare.audit_panel import audit_answer, engine_max_model_len
+from lab.ui.compare.compare_tab import generate_views, step_outputs
+from lab.ui.compare.render_html import render_column, render_f1_gap
+from lab.ui.compare.step_view import f1_gap
 from tests.paths import EXCERPT
 
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
@@ -115,8 +115,8 @@ def test_audit_shows_where_truncation_cuts_with_escaped_preview(ctx):
 
 
 def test_a_server_engine_rejects_an_over_long_prompt_instead_of_cutting_it(ctx, tiny_model_dir):
-    from lab.ui.audit_panel import compute_audit
-    from lab.ui.render_audit import audit_summary, render_audit_body
+    from lab.ui.compare.audit_panel import compute_audit
+    from lab.ui.compare.render_audit import audit_summary, render_audit_body
     from tests.helpers_servers import free_port
 
     # an openai engine whose server reports max_model_len 20 (given here: no server is needed to audit)

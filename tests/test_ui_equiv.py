@@ -3,9 +3,9 @@ F1 labelled "not the published score", from a real stored run on the real excerp
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import run_steps
-from lab.ui.equiv_view import equiv_badge
-from lab.ui.render_html import render_column, render_diff
-from lab.ui.step_view import UnitMatch, engine_view_from_result
+from lab.ui.compare.equiv_view import equiv_badge
+from lab.ui.compare.render_html import render_column, render_diff
+from lab.ui.compare.step_view import UnitMatch, engine_view_from_result
 from tests.paths import EXCERPT, TB2LITE
 
 PUBLISHED = TB2LITE / "published" / "llada21_flash_transformers_sample10_suffix_len256.json"

@@ -74,7 +74,7 @@ def lab(tmp_path_factory):
 
 
 def test_step_outputs_show_reference_and_stored_metrics(lab):
-    from lab.ui.compare_tab import step_outputs
+    from lab.ui.compare.compare_tab import step_outputs
 
     ctx, _, _, stored = lab
     key = ctx.replay.steps[2].key
@@ -89,7 +89,7 @@ def test_step_outputs_show_reference_and_stored_metrics(lab):
 
 
 def test_neighbour_keys_walk_the_dataset_and_clamp(lab):
-    from lab.ui.compare_tab import neighbour_key
+    from lab.ui.compare.compare_tab import neighbour_key
 
     ctx = lab[0]
     keys = ctx.step_keys()
@@ -108,7 +108,7 @@ def test_bad_spec_is_a_message_not_a_traceback(lab):
 
 
 def test_missing_stored_file_fails_in_its_column(lab, tmp_path):
-    from lab.ui.compare_tab import step_outputs
+    from lab.ui.compare.compare_tab import step_outputs
 
     ctx = lab[0]
     name = ctx.add_engine(f"stored:{tmp_path / 'missing.json'}", wait=True)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from lab.data.step import Step
 from lab.scoring.action import ParsedAction
-from lab.ui.html_text import clip, clip_middle
-from lab.ui.render_html import render_column, render_columns, render_context, render_diff, render_f1_gap
-from lab.ui.step_view import (
+from lab.ui.shell.html_text import clip, clip_middle
+from lab.ui.compare.render_html import render_column, render_columns, render_context, render_diff, render_f1_gap
+from lab.ui.compare.step_view import (
     ERROR,
     EngineView,
     UnitMatch,

@@ -235,9 +235,9 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     """Prompt alone over max_model_len: vLLM answers 400 and the column shows its message; prompt +
     max_tokens over it: vLLM answers with fewer tokens, and the audit says how many were allowed."""
     from lab.prompts.audit import context_verdict
-    from lab.ui.audit_panel import compute_audit
-    from lab.ui.compare_tab import step_outputs
-    from lab.ui.render_audit import audit_summary, render_audit_body
+    from lab.ui.compare.audit_panel import compute_audit
+    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.render_audit import audit_summary, render_audit_body
 
     engine = vllm_lab.pool.get("vl-lora")
     tokenizer = engine.tokenizer
@@ -274,7 +274,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     key = base.key
     vllm_lab.replay.by_key[key] = dataclasses.replace(base, messages=({"role": "user", "content": over},))
     try:
-        from lab.ui.compare_tab import generate_views
+        from lab.ui.compare.compare_tab import generate_views
 
         *_, views = list(generate_views(vllm_lab, key))
         view = next(v for v in views if v.name == "vl-lora")

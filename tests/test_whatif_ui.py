@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab.settings import Settings
-from lab.ui.whatif_view import field_choices, keeper_for, run_on_engines, saved_results_html
+from lab.ui.compare.whatif_view import field_choices, keeper_for, run_on_engines, saved_results_html
 from lab.whatif import FieldEdit, WhatIf, field_text
 from tests.paths import EXCERPT
 
