@@ -1,6 +1,8 @@
 """The package stays layered (DESIGN §3): no import cycle between files of lab/ and no import from a lower
 layer to a higher one. Imports are read with `ast`, imports inside functions count, imports under
-`if TYPE_CHECKING:` do not. The layer table is data (lab/layers.yaml), checked against DESIGN's own table."""
+`if TYPE_CHECKING:` do not. The layer table is data (lab/layers.yaml), checked against DESIGN's own table.
+Inside lab/ui the rooms (lab/layers.yaml's `ui:`) are layered too: shell < each tab package < the assembly
+(lab/ui/app.py), and no tab package imports another."""
 from __future__ import annotations
 
 import ast
@@ -162,3 +164,72 @@ def test_the_check_sees_cycles_upward_and_lazy_imports(tmp_path):
     assert len(cycles) == 1 and set(cycles[0][len("cycle: "):].split(" -> ")) == {"lab.low.c", "lab.low.d"}
     assert not any("typed" in f for f in found)  # imports for type checkers only are not imports
     assert "lab.high.b: no layer for 'high' in lab/layers.yaml" in problems(pkg, {"low": 1})
+
+
+# -- the rooms of lab/ui --------------------------------------------------------------------------
+def load_ui_rooms(path: Path = LAYERS) -> dict:
+    """The `ui:` section of lab/layers.yaml: shell, tabs and assembly of lab/ui."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["ui"]
+
+
+def ui_room_of(module: str) -> str | None:
+    """lab.ui.compare.step_view -> compare, lab.ui.app -> app, lab.ui -> None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["lab", "ui"] else None
+
+
+def ui_problems(root: Path, rooms: dict) -> list[str]:
+    """Every import inside lab/ui that breaks shell < tabs < assembly, and every module of lab/ui in no room."""
+    shell, tabs, assembly = rooms["shell"], set(rooms["tabs"]), rooms["assembly"]
+    graph = import_graph(root)
+    found = [f"{m}: in no room of lab/ui (shell, a tab or the assembly)" for m in graph
+             if ui_room_of(m) not in (None, shell, assembly, *tabs)]
+    for a, targets in sorted(graph.items()):
+        here = ui_room_of(a)
+        for b in sorted(targets):
+            there = ui_room_of(b)
+            if here in (None, assembly) or there in (None, here, shell):
+                continue
+            if here == shell:
+                found.append(f"shell imports a tab or the assembly: {a} imports {b}")
+            elif there == assembly:
+                found.append(f"tab imports the assembly: {a} imports {b}")
+            else:
+                found.append(f"tab imports another tab: {a} imports {b}")
+    return found
+
+
+def test_the_rooms_of_ui_are_packages():
+    rooms = load_ui_rooms()
+    ui = REPO / "lab" / "ui"
+    for room in [rooms["shell"], *rooms["tabs"]]:
+        assert (ui / room / "__init__.py").exists(), f"lab/ui/{room}/ is not a package"
+    assert (ui / f"{rooms['assembly']}.py").exists()
+    found = {p.name for p in ui.iterdir() if not p.name.startswith(("_", "."))}
+    assert found == {rooms["shell"], *rooms["tabs"], f"{rooms['assembly']}.py"}, "a file of lab/ui outside its rooms"
+
+
+def test_no_tab_imports_another_tab():
+    assert ui_problems(REPO / "lab", load_ui_rooms()) == []
+
+
+def test_the_ui_check_sees_each_mistake(tmp_path):
+    """A small lab/ui with each kind of mistake (and the imports the rules allow) is judged right."""
+    pkg = tmp_path / "lab"
+    files = {
+        "__init__.py": "", "ui/__init__.py": "", "ui/stray.py": "",
+        "ui/app.py": "from lab.ui.one.a import a\nfrom lab.ui.two.b import b\n",
+        "ui/shell/__init__.py": "", "ui/shell/s.py": "def f():\n    from lab.ui.one.a import a  # lazy, still an import\n",
+        "ui/one/__init__.py": "", "ui/one/a.py": "from lab.ui.shell.s import f\nfrom lab.ui.one.c import c\na = 1\n",
+        "ui/one/c.py": "import importlib\nc = importlib.import_module('lab.ui.two.b')\n",
+        "ui/two/__init__.py": "", "ui/two/b.py": "def b():\n    from lab.ui.app import build\n",
+    }
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert sorted(ui_problems(pkg, {"shell": "shell", "tabs": ["one", "two"], "assembly": "app"})) == [
+        "lab.ui.stray: in no room of lab/ui (shell, a tab or the assembly)",
+        "shell imports a tab or the assembly: lab.ui.shell.s imports lab.ui.one.a",
+        "tab imports another tab: lab.ui.one.c imports lab.ui.two.b",
+        "tab imports the assembly: lab.ui.two.b imports lab.ui.app",
+    ]
