@@ -20,7 +20,9 @@ from pathlib import Path
 
 import yaml
 
-CORPUS = Path(__file__).resolve().parent / "data" / "equiv_oracle.yaml"
+from tests.paths import REPO
+
+CORPUS = REPO / "tests" / "data" / "equiv_oracle.yaml"
 TIMEOUT_S = 10
 WORK, HOME = "work", "home"  # the step's cwd and $HOME, inside the scratch root
 # starting trees: "full" has every directory; "bare" lacks build/ and sub/, so a `cd` can fail

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 
-TEMPLATES = Path(__file__).resolve().parent / "data" / "chat_templates"
+TEMPLATES = REPO / "tests" / "data" / "chat_templates"
 VOCAB = 2048  # a vocabulary trained on the excerpt: its prompts stay a few thousand tokens long
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab.settings import Settings
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 from tests.helpers_servers import serve_lab
 from tests.test_ui_handlers import write_stored_run
 
@@ -42,7 +42,7 @@ def row_ref_units(ctx, key: str) -> list[str]:
 
 
 def shot_dir(tmp_path: Path) -> Path:
-    out = Path(os.environ.get("LAB_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output"))
+    out = Path(os.environ.get("LAB_TEST_OUTPUT", REPO / "test-output"))
     out.mkdir(parents=True, exist_ok=True)
     return out
 

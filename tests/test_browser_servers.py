@@ -17,11 +17,11 @@ import pytest
 from lab.engines.servers.config import log_file_name
 from lab.settings import Settings
 from tests.helpers_servers import free_port, serve_lab, wait_http
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 from tests.test_engines_servers import gone
 
 CHROMIUM = Path("/usr/bin/chromium")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
     pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}"),

@@ -12,16 +12,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from lab.data.replay import load_replay
 from lab.engines import create_engine
 from lab.engines.base import Request, Sampling
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 POSITIONS = 4096
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 

@@ -14,16 +14,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from lab.engines import create_engine, load_presets, resolve_spec
 from lab.engines.admission import Admission
 from lab.errors import EngineSpecError
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PRESETS = load_presets()
 
 

@@ -21,8 +21,9 @@ from lab.engines.servers.gpu_budget import GpuBudgetError, GpuRequest, split_bud
 from lab.engines.servers.transformers_serve import transformers_executable, transformers_serve_argv
 from lab.engines.servers.vllm_server import adapter_rank, lora_rank_setting
 from lab.errors import EngineSpecError
+from tests.paths import REPO
 
-FLAGS_FILE = Path(__file__).parent / "data" / "vllm_serve_flags-0.32.0.txt"
+FLAGS_FILE = REPO / "tests" / "data" / "vllm_serve_flags-0.32.0.txt"
 PRESETS = load_presets()
 
 
@@ -153,7 +154,7 @@ def test_servers_die_with_the_lab_process(tmp_path):
             print(server.pid, flush=True)
             time.sleep(300)
         """)],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE, text=True, cwd=REPO,
     )
     try:
         server_pid = int(lab.stdout.readline())

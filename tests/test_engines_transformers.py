@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -11,6 +10,7 @@ from lab.data.step import Step
 from lab.engines import Request, Sampling, create_engine
 from lab.engines.transformers_engine import cut_at_stop, step_timings, trim_generated
 from lab.errors import EngineLoadError
+from tests.paths import REPO
 
 STEP = Step("task-000", 0, 0, 2, False, "src/code", "code", (), "USER:\nlist files", '{"commands": []}')
 
@@ -150,7 +150,7 @@ print("ERRORS", errors, "LOADED", [e.loaded for e in engines])
 def test_two_engines_loading_at_the_same_moment_both_load(tiny_model_dir):
     # a fresh process each time: the race was in transformers' first (lazy) import and in
     # from_pretrained's process-wide meta-device state; it failed 3 of 3 times before the lock
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     for _ in range(3):
         done = subprocess.run([sys.executable, "-c", PARALLEL_LOADS, str(tiny_model_dir)], cwd=root,
                               capture_output=True, text=True, timeout=300)

@@ -9,7 +9,6 @@ import math
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,9 @@ from lab.data import load_replay
 from lab.engines import Request, Sampling, create_engine
 from lab.engines.logprobs import TokenLogprobs, first_parting
 from lab.errors import EngineSpecError, LabError
-from tests.paths import EXCERPT, TB2LITE
+from tests.paths import EXCERPT, REPO, TB2LITE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from lab.settings import Settings
 from tests.helpers_app import app_process, lab_env
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 from tests.test_store_common import make_results_dir
 from tests.test_ui_handlers import write_stored_run
 
@@ -136,7 +136,7 @@ def test_no_absolute_server_path_in_the_page(public_lab):
     assert str(root) not in config and str(results) not in config
     assert "does not let visitors write" not in config  # Triage builds (its derived step flags may be written)
     assert "triage-run" in config or "Triage" in config
-    assert str(Path(__file__).resolve().parents[1]) not in config  # not the lab's install folder either
+    assert str(REPO) not in config  # not the lab's install folder either
     visitor(url).predict(None, False, None, api_name="/show_step")  # page use does not leak them later
     table = visitor(url).predict("stored:/etc/passwd", api_name="/add_engine")[0]
     assert "passwd" not in table

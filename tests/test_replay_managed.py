@@ -13,9 +13,9 @@ import pytest
 
 from lab.engines.servers.config import log_file_name
 
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def serve_processes(model: Path) -> list[psutil.Process]:

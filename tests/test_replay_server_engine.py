@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers_servers import transformers_serve
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 # "transformers-serve": the lab starts and stops the server; "openai": the test starts it and connects.
 SERVER_KIND = "transformers-serve"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TIMINGS = {"latency_s", "ttft_s"}  # per-step timings: the only per-step fields that may differ
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
 

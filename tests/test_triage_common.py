@@ -19,8 +19,9 @@ import pytest
 from lab.data import load_replay
 from lab.scoring.metrics import score_units
 from lab.scoring.parse import extract_json, parse_action
+from tests.paths import TB2LITE
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
+SHARED = TB2LITE
 EXCERPT = SHARED / "replay_excerpt.jsonl"
 
 # step position (0-based, in replay order) -> perturbation name

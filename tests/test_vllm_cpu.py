@@ -26,10 +26,10 @@ from lab.engines.base import Request, Sampling
 from lab.engines.servers.config import log_file_name
 from lab.settings import Settings
 from tests.helpers_servers import free_port, serve_lab, wait_http
-from tests.paths import EXCERPT
+from tests.paths import EXCERPT, REPO
 from tests.test_engines_servers import gone
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 CONTEXT = 16384  # the excerpt's prompts in the tiny tokenizer's 400-token vocabulary are long
