@@ -48,7 +48,7 @@ def every() -> dict[str, list[str]]:
 
 def test_tests_are_marked_by_what_they_use(every):
     marks = every
-    by_file = lambda name: {k: v for k, v in marks.items() if k.startswith(f"tests/{name}::")}  # noqa: E731
+    by_file = lambda name: {k: v for k, v in marks.items() if k.split("::")[0].endswith(f"/{name}")}  # noqa: E731
     assert marks and all(v == [] for v in by_file("test_scoring_units.py").values())
     # the sweep on Ray: a cluster fixture (ray_cluster), a Popen'd driver, `vllm_exe` for its vLLM test
     sweep = by_file("test_sweep_ray.py")
