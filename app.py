@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in startup_report(ctx):
         print(line, file=sys.stderr)
     demo = build_app(ctx)
-    from lab.ui.public import queue_options
+    from lab.ui.shell.public import queue_options
 
     demo.queue(**queue_options(settings))
     demo.launch(server_name=args.host, server_port=args.port, **launch_options())

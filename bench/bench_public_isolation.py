@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from lab.settings import Settings  # noqa: E402
 from tests.helpers_servers import free_port  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
-from tests.test_ui_handlers import write_stored_run  # noqa: E402
+from tests.ui.test_ui_handlers import write_stored_run  # noqa: E402
 
 
 def switch_costs(client, keys: list[str]) -> tuple[float, int]:

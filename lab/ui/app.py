@@ -11,7 +11,7 @@ import gradio as gr
 from lab.data import cached_replay_path
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
-from lab.ui.compare_tab import (
+from lab.ui.compare.compare_tab import (
     SHORTCUTS_JS,
     CompareTab,
     build_compare_tab,
@@ -19,8 +19,8 @@ from lab.ui.compare_tab import (
     step_outputs,
     warm_instant_engines,
 )
-from lab.ui.context import EngineEntry, LabContext
-from lab.ui.public import apply_public_policy, launch_limits, queue_options, watch_sessions
+from lab.ui.shell.context import EngineEntry, LabContext
+from lab.ui.shell.public import apply_public_policy, launch_limits, queue_options, watch_sessions
 
 __all__ = ["LabContext", "EngineEntry", "build_app", "create_context", "launch_options", "OpenInCompare"]
 
@@ -132,9 +132,10 @@ def _mount_optional(module: str, builder: str, *args) -> bool:
 
 def build_app(ctx: LabContext) -> gr.Blocks:
     """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
-    from lab.ui.batch_tab import build_batch_tab
-    from lab.ui.engines_tab import build_engines_tab
-    from lab.ui.results_tab import build_results_tab
+    from lab.ui.batch.batch_tab import build_batch_tab
+    from lab.ui.engines.engines_tab import build_engines_tab
+    from lab.ui.published.published_panel import build_published_panel
+    from lab.ui.results.results_tab import build_results_tab
 
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
@@ -143,8 +144,8 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             open_in_compare = OpenInCompare(ctx, compare, tabs)
             build_engines_tab(ctx, compare)
             build_batch_tab(ctx)
-            build_results_tab(ctx, open_in_compare)
-            _mount_optional("lab.ui.triage_tab", "build_triage_tab", ctx, open_in_compare)
+            build_results_tab(ctx, open_in_compare, build_published_panel)
+            _mount_optional("lab.ui.triage.triage_tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")
         if compare.replay_loaded is not None:
@@ -160,7 +161,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
 
 
 def _header(ctx: LabContext) -> str:
-    from lab.ui.html_text import esc
+    from lab.ui.shell.html_text import esc
 
     from lab.security.paths import display_path
 
@@ -209,8 +210,8 @@ def launch_options() -> dict:
     """Gradio 6 takes theme, css and head at launch(). Gradio's run history is off: it copied every
     event's inputs and outputs (whole columns of HTML) into the browser's localStorage on each step
     switch, the largest cost of a switch in the browser. On a public deployment uvicorn is told
-    which proxies' X-Forwarded-For to believe first (lab.ui.proxies)."""
-    from lab.ui.proxies import apply_proxy_trust
+    which proxies' X-Forwarded-For to believe first (lab.ui.shell.proxies)."""
+    from lab.ui.shell.proxies import apply_proxy_trust
 
     apply_proxy_trust(Settings())
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None

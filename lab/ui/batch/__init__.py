@@ -1,0 +1,1 @@
+"""The Batch tab: runs over the replay, and the cluster sweep."""

@@ -1,0 +1,413 @@
+"""The Compare tab: one step, its context, one column per engine, the diff, heatmap and F1 gap."""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from lab.data.step import Step
+from lab.settings import PROJECT_ROOT
+from lab.ui.compare.audit_panel import audit_answer, column_audits
+from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.ui.compare.legacy_column import scorer_badge_html
+from lab.ui.shell.html_text import esc
+from lab.ui.shell.notice import render_notice
+from lab.ui.compare.render_html import render_columns, render_context, render_f1_gap
+from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
+from lab.ui.compare.samples_panel import build_samples_panel
+from lab.ui.compare.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
+from lab.ui.compare.step_view import RUNNING, EngineView, engine_view_state, f1_gap
+from lab.ui.compare.whatif_view import build_whatif_view
+
+# Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
+UI_ASSETS = PROJECT_ROOT / "assets" / "ui"
+SHORTCUTS_JS = "<script>\n" + (UI_ASSETS / "compare.js").read_text(encoding="utf-8") + "</script>\n"
+# Fills the audit panel the server answered for (JSON [engine, step, state, summary html, body html]).
+FILL_AUDIT_JS = (UI_ASSETS / "fill_audit.js").read_text(encoding="utf-8")
+
+
+def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
+    """(label, key) for every step of one task."""
+    steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
+    return [(f"step {s.step_idx} · {s.bucket}", s.key) for s in steps]
+
+
+def task_choices(ctx: LabContext) -> list[tuple[str, str]]:
+    """(label, task_id) for every task of the replay set."""
+    if not ctx.replay:
+        return []
+    first = {}
+    for s in ctx.replay.steps:
+        first.setdefault(s.task_id, s)
+    return [(f"{t} · {first[t].source_group} · {len(ctx.replay.steps_for_task(t))} scored steps", t) for t in ctx.replay.tasks]
+
+
+def neighbour_key(ctx: LabContext, key: str | None, offset: int) -> str | None:
+    """The key `offset` steps away in dataset order (clamped at both ends)."""
+    if not ctx.replay or not ctx.replay.steps:
+        return None
+    keys = ctx.step_keys()
+    pos = keys.index(key) if key in ctx.replay.by_key else 0
+    return keys[max(0, min(len(keys) - 1, pos + offset))]
+
+
+def audit_reply(ctx: LabContext, request: object) -> str:
+    """/prompt_audit: the audit, or '' and one warning line for a malformed request."""
+    answer = audit_answer(ctx, request)
+    if not answer:
+        gr.Warning("prompt_audit: give JSON [engine name, step key], two strings")
+    return answer
+
+
+def step_key_argument(key: object) -> str | None:
+    """A handler's step argument: a step key (text) or None; anything else is one-line gr.Error."""
+    if key is None or isinstance(key, str):
+        return key
+    raise gr.Error(f"the step must be a step key (text), got {type(key).__name__}", print_exception=False)
+
+
+def step_columns_html(ctx: LabContext, entries: list[EngineEntry], step: Step, views: list[EngineView], full: bool,
+                 badges: dict[str, str]) -> str:
+    """The engine columns of `step`, with each column's prompt audit panel."""
+    return render_columns(views, full, badges, column_audits(ctx, entries, step), step.key)
+
+
+_WARM_LOCK = threading.Lock()
+LIVE_EVERY_S = 1.0  # how often a waiting column's elapsed time and tokens so far are refreshed
+
+
+def warm_instant_engines(ctx: LabContext, start_key: str | None = None) -> threading.Thread:
+    """Precompute, in one background thread, the columns of every stored/reference engine for
+    every step (from `start_key` on, wrapping), so that switching steps only renders HTML."""
+
+    def work() -> None:
+        if not _WARM_LOCK.acquire(blocking=False):
+            return  # a warmer is already running; it re-reads the engine list every step
+        try:
+            if ctx.pool is not None:
+                ctx.pool.wait()
+            keys = ctx.step_keys()
+            if not keys:
+                return
+            first = keys.index(start_key) if start_key in keys else 0
+            for key in keys[first:] + keys[:first]:
+                step = ctx.replay.by_key[key]
+                entries = ctx.engine_entries()
+                for entry in entries:
+                    if entry.instant and entry.state == "ready" and (entry.name, key) not in ctx.views:
+                        answer_step(ctx, entry, step)
+                heatmap_for(ctx, step, [engine_view(ctx, e, step, compute_instant=False) for e in entries], None)
+        finally:
+            _WARM_LOCK.release()
+
+    thread = threading.Thread(target=work, name="lab-warm-columns", daemon=True)
+    thread.start()
+    return thread
+
+
+def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) -> dict[str, str]:
+    """Engine name -> tags/notes badges (lab.triage) of this step, for every stored engine whose
+    result file is a run in the store; engines without tags are left out."""
+    from lab.triage.annotations import step_badges_html
+
+    # every stored column says which scorer and replay it is compared on
+    badges = {e.name: scorer_badge_html(ctx, e) for e in entries if e.kind == "stored" and e.engine is not None}
+    if ctx.store is None:
+        return badges
+    for entry in entries:
+        path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
+        run_id = ctx.stored_run_id(path) if path is not None else None
+        if run_id is None:
+            continue
+        try:
+            with ctx._store_lock:
+                html = step_badges_html(ctx.store, run_id, step_key)
+        except Exception:  # noqa: BLE001 - badges are decoration; a store hiccup must not break Compare
+            continue
+        if html:
+            badges[entry.name] = badges.get(entry.name, "") + html
+    return badges
+
+
+@dataclass
+class StepOutputs:
+    """What a step switch sends to the browser (in the order of CompareTab.switch_outputs)."""
+
+    task_id: str
+    step_choices: list[tuple[str, str]]
+    step_key: str
+    context_html: str
+    columns_html: str
+    f1_html: str
+    heat_choices: list[tuple[str, str]]
+    heat_engine: str | None
+    heat_figure: Any
+
+
+def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
+    """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
+    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full)
+
+
+def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
+    """A step's data as the HTML and choices a step switch sends."""
+    step, entries, views = data.step, data.entries, data.views
+    return StepOutputs(
+        task_id=step.task_id,
+        step_choices=step_choices(ctx, step.task_id),
+        step_key=step.key,
+        context_html=render_context(data.view, full),
+        columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
+        f1_html=render_f1_gap(data.view.f1_gap),
+        heat_choices=heat_choices(views),
+        heat_engine=data.heat_engine,
+        heat_figure=data.heat_figure,
+    )
+
+
+def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
+    """Run every ready engine without a cached answer concurrently; yield the columns as each answers."""
+    step = ctx.replay.by_key[key]
+    entries = ctx.engine_entries()
+    views = {e.name: engine_view(ctx, e, step) for e in entries}
+    todo = [e for e in entries if e.state == "ready" and e.engine is not None and (e.name, key) not in ctx.views]
+    for e in todo:
+        views[e.name] = engine_view_state(e.spec, e.name, RUNNING, None, e.kind)
+    yield [views[e.name] for e in entries]
+    done: queue.Queue = queue.Queue()
+    for e in todo:
+        threading.Thread(target=lambda e=e: done.put((e.name, answer_step(ctx, e, step))), daemon=True).start()
+    waiting = {e.name: e for e in todo}
+    while waiting:
+        try:
+            name, view = done.get(timeout=LIVE_EVERY_S)
+        except queue.Empty:  # nothing finished: show each waiting column's elapsed time and tokens so far
+            for name, e in waiting.items():
+                views[name] = replace(views[name], live=e.engine.live_progress().snapshot())
+            yield [views[e.name] for e in entries]
+            continue
+        waiting.pop(name, None)
+        views[name] = view
+        yield [views[e.name] for e in entries]
+
+
+@dataclass
+class CompareTab:
+    """The Compare tab's components other tabs need (to open a step or refresh the columns)."""
+
+    tab: gr.Tab
+    task: gr.Dropdown
+    step: gr.Dropdown
+    show_all: gr.Checkbox
+    heat_engine: gr.Dropdown
+    switch_outputs: list
+    replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
+    warm: Callable[[], object] | None = None  # warm_instant_engines for this lab (the Engines tab calls it)
+
+    def updates(self, out: StepOutputs, heat: bool = True) -> tuple:
+        """gr updates for `switch_outputs` from a StepOutputs. `heat=False` leaves the heatmap to an event
+        chained after the switch (prev/next/step/task), so the columns paint without waiting for it."""
+        return (
+            gr.update(value=out.task_id),
+            gr.update(choices=out.step_choices, value=out.step_key),
+            out.context_html,
+            out.columns_html,
+            out.f1_html,
+            gr.update(choices=out.heat_choices, value=out.heat_engine),
+            out.heat_figure if heat else gr.update(),
+        )
+
+
+PUBLIC_NO_REPLAY = ("<p>The owner of this Space has not configured the replay file, so Compare has no steps to show; "
+                    "you can still browse Results, Triage and the published runs.</p>")
+
+
+def no_replay_panel(ctx: LabContext) -> str:
+    """What Compare shows when no replay data is configured: to a visitor of a public deployment one line
+    (the replay is the owner's to configure; no control offered that would be refused), to the owner how
+    to configure it."""
+    if ctx.settings.public:
+        return render_notice("No replay data configured", PUBLIC_NO_REPLAY, "warn")
+    url = ctx.settings.replay_url
+    problem = f"<p class='lab-muted'>{ctx.replay_error_html}</p>" if ctx.replay_error_html else ""
+    return render_notice(
+        "No replay data configured",
+        f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
+        "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
+        "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
+        f"from then on.</p><p class='lab-muted'>source: <code>{esc(url)}</code></p>",
+        "warn",
+    )
+
+
+def build_compare_tab(ctx: LabContext) -> CompareTab:
+    """Lay out the Compare tab and wire its events."""
+    with gr.Tab("Compare", id="compare") as tab:
+        notice = gr.HTML(no_replay_panel(ctx) if ctx.replay is None else "", visible=ctx.replay is None)
+        # not offered to a visitor of a public deployment (it would be refused: the replay is the owner's)
+        download = gr.Button("Download the public replay file", visible=ctx.replay is None and not ctx.settings.public,
+                             variant="primary", elem_id="lab-download-replay")
+        with gr.Row(equal_height=True, elem_classes=["lab-nav"]):
+            first = ctx.replay.steps[0] if ctx.replay and ctx.replay.steps else None
+            task = gr.Dropdown(task_choices(ctx), value=first.task_id if first else None, label="task", scale=3,
+                               elem_id="lab-task", allow_custom_value=True)
+            step = gr.Dropdown(step_choices(ctx, first.task_id) if first else [], value=first.key if first else None,
+                               label="step", scale=2, elem_id="lab-step", allow_custom_value=True)
+            prev = gr.Button("◀ prev (k)", elem_id="lab-prev", scale=0, min_width=110)
+            nxt = gr.Button("next (j) ▶", elem_id="lab-next", scale=0, min_width=110)
+            generate = gr.Button("Generate on all engines", variant="primary", elem_id="lab-generate", scale=1)
+            show_all = gr.Checkbox(False, label="show all (no clipping)", scale=1, elem_id="lab-show-all")
+        picker = build_run_picker(ctx)
+        context_html = gr.HTML(elem_id="lab-context")
+        gr.Markdown("### Engines", elem_classes=["lab-h"])
+        columns_html = gr.HTML(elem_id="lab-columns")
+        build_samples_panel(ctx, step)  # N answers per engine: F1 strip, collapsed answers (lab.ui.compare.samples_panel)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=280):
+                gr.Markdown("### Command F1 by engine", elem_classes=["lab-h"])
+                f1_html = gr.HTML(elem_id="lab-f1")
+            with gr.Column(scale=2):
+                heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
+                                          allow_custom_value=True)
+                heat_plot = gr.Plot(label="similarity heatmap", elem_id="lab-heatmap")
+        whatif = build_whatif_view(ctx, step, show_all)
+        # the prompt audit panels ask for their content through these (see SHORTCUTS_JS)
+        audit_request = gr.Textbox(visible="hidden", elem_id="lab-audit-request")
+        audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
+        audit_answer_box = gr.Textbox(visible="hidden", elem_id="lab-audit-answer")
+
+    outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
+    view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
+    wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
+    moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
+
+    def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None,
+             heat_now: bool = True):
+        key = step_key_argument(key)
+        if request is not None:
+            moves.drop(lambda k: k == request.session_hash)
+        if ctx.replay is None:
+            return tuple(gr.update() for _ in outputs)
+        return view.updates(step_outputs(ctx, key, bool(full), heat), heat=heat_now)
+
+    def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None,
+                heat_now: bool = True):
+        steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
+        return show(steps[0].key if steps else None, full, heat, request, heat_now)
+
+    def show_fast(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+        """`show`, leaving the heatmap to the event chained after it."""
+        return show(key, full, heat, request, heat_now=False)
+
+    def on_task_fast(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None):
+        """`on_task`, leaving the heatmap to the event chained after it."""
+        return on_task(task_id, full, heat, request, heat_now=False)
+
+    def on_move(offset: int):
+        def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
+            # A press made before the previous move's answer arrived still carries the old step:
+            # continue from where that move went, so `j j` moves two steps even on a slow server.
+            key = step_key_argument(key)
+            session = request.session_hash if request is not None else None
+            last = moves.get(session) if session else None
+            base = last[1] if last and last[0] == key else key
+            target = neighbour_key(ctx, base, offset)
+            if session:
+                moves.put(session, (key, target))
+            if ctx.replay is None:
+                return show(None, full, heat)
+            return view.updates(step_outputs(ctx, target, bool(full), heat), heat=False)  # the heatmap follows
+
+        return move
+
+    def draw_heat(key: str | None, heat: str | None):
+        """The heatmap of the step shown, in its own event after a switch has painted the columns."""
+        key = step_key_argument(key)
+        if ctx.replay is None or key not in ctx.replay.by_key:
+            return gr.update()
+        step_obj = ctx.replay.by_key[key]
+        views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
+        return heatmap_for(ctx, step_obj, views, heat)[0]
+
+    def on_generate(key: str | None, full: bool, heat: str | None):
+        key = step_key_argument(key)
+        if ctx.replay is None or key not in ctx.replay.by_key:
+            gr.Warning("Pick a step first (no replay data loaded).")
+            return
+        ctx.visitor_used()  # a generation: a visitor's engines are in use
+        if not any(e.state == "ready" for e in ctx.engine_entries()):
+            gr.Info("No ready engine: add one in the Engines tab.")
+        step_obj = ctx.replay.by_key[key]
+        entries = ctx.engine_entries()
+        badges = column_badges(ctx, entries, key)
+        views: list[EngineView] = []
+        for views in generate_views(ctx, key):
+            html = step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
+            yield html, render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+        fig, spec = heatmap_for(ctx, step_obj, views, heat)
+        yield (step_columns_html(ctx, entries, step_obj, views, bool(full), badges), render_f1_gap(f1_gap(views)),
+               gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
+
+    def on_download():
+        if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
+            gr.Warning("This public deployment does not let visitors download or replace the replay.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
+        try:
+            ctx.download_replay()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
+            gr.Warning(f"Download failed: {exc}. Start the lab with --replay PATH instead.")
+            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
+        gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
+        warm_instant_engines(ctx)
+        out = step_outputs(ctx, None)
+        ups = list(view.updates(out))
+        ups[0] = gr.update(choices=task_choices(ctx), value=out.task_id)
+        return (gr.update(visible=False), gr.update(visible=False), *ups)
+
+    inputs = [step, show_all, heat_engine]
+    # A Generate still streaming must not paint its step over the one the user moved to: every move
+    # cancels it (its engines' answers still land in the cache and show when that step is opened again).
+    generating = generate.click(
+        on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
+        show_progress="minimal", api_name="generate",
+    )
+    fast = {"outputs": outputs, "show_progress": "hidden", "cancels": [generating]}
+    switches = [
+        task.input(on_task_fast, [task, show_all, heat_engine], api_visibility="private", **fast),
+        step.input(show_fast, inputs, api_name="show_step", **fast),
+        # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
+        prev.click(on_move(-1), inputs, api_name="prev_step", trigger_mode="multiple", **fast),
+        nxt.click(on_move(+1), inputs, api_name="next_step", trigger_mode="multiple", **fast),
+    ]
+    show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    for switched in switches:  # the heatmap follows each fast switch once its columns are painted;
+        # "always_last": a switch that ends while the previous heatmap is still drawing is drawn after it
+        switched.then(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private",
+                      trigger_mode="always_last")
+    heat_engine.input(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
+    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
+    view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
+
+    def on_page_load():
+        """A reload after the replay arrived (in another tab or session): no banner, the tasks listed."""
+        if ctx.replay is None:
+            return gr.update(), gr.update(), gr.update()
+        return gr.update(visible=False), gr.update(visible=False), gr.update(choices=task_choices(ctx))
+
+    gr.on(triggers=None, fn=on_page_load, outputs=[notice, download, task], api_visibility="private",
+          show_progress="hidden")
+    audit_go.click(lambda req: audit_reply(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
+                   api_name="prompt_audit", trigger_mode="multiple").then(
+        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
+    return view
+
+
+def initial_load(ctx: LabContext, view: CompareTab):
+    """Fill Compare on page load (first step of the replay set)."""
+    if ctx.replay is None or not ctx.replay.steps:
+        return tuple(gr.update() for _ in view.switch_outputs)
+    return view.updates(step_outputs(ctx, None))

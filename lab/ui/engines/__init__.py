@@ -1,0 +1,1 @@
+"""The Engines tab: add, watch, restart and unload engines."""

@@ -1,0 +1,1 @@
+"""The published runs' panel (shown under the Results leaderboard)."""

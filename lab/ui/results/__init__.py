@@ -1,0 +1,1 @@
+"""The Results tab: the leaderboard and its plots."""

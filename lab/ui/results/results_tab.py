@@ -1,0 +1,194 @@
+"""The Results tab: the leaderboard (filter, sort, 56/116) and the store's plots; a run row opens Compare."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import gradio as gr
+import pandas as pd
+
+from lab.errors import LabError
+from lab.ui.shell.context import LabContext
+from lab.ui.shell.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
+from lab.ui.shell.html_text import esc
+from lab.ui.shell.notice import render_notice
+
+SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
+COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
+           "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
+           "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
+NOT_RECORDED = "not recorded"  # the reference NLL of a run whose model has no score-reference run (never 0)
+EQUIV_COLUMNS = ("equiv_score", "spelling_gap")
+EQUIV_POLL_SEC = 2.0  # while runs wait for their equiv columns, the table looks again this often
+SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step",
+         "spelling_gap", "ref_nll_per_token"]
+MAX_ROWS = 500
+
+
+def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str = "score") -> pd.DataFrame:
+    """The leaderboard rows (published + lab runs), filtered by a name substring, sorted.
+    Missing values show as blanks; `run_id` is set on lab runs only."""
+    from lab.store import queries
+
+    if ctx.store is None:
+        raise LabError(ctx.store_error or "the results database is not open")
+    with ctx._store_lock:
+        df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort or "score")
+    if text:
+        df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
+    df = df.head(MAX_ROWS).reset_index(drop=True)
+    states = df["equiv_state"] if "equiv_state" in df.columns else pd.Series([None] * len(df), dtype=object)
+    shown = df[[c for c in COLUMNS if c in df.columns]]
+    cells = shown.astype(object).where(shown.notna(), "")
+    if "ref_nll_per_token" in cells.columns:
+        nll = shown["ref_nll_per_token"]
+        cells["ref_nll_per_token"] = [NOT_RECORDED if pd.isna(v) else round(float(v), 4) for v in nll]
+    return mark_equiv_cells(cells, EQUIV_COLUMNS, states)
+
+
+def count_html(df: pd.DataFrame, first56: bool) -> str:
+    """"N rows" over the table (with how many are lab runs, and how many wait for their equiv columns)."""
+    runs = int((df["source"] == "run").sum()) if "source" in df.columns else 0
+    scope = "first-56 snapshot" if first56 else "116 published + lab runs"
+    extra = f" · {runs} lab run{'s' if runs != 1 else ''} (click one to open it in Compare)" if runs else ""
+    rows = f"{len(df)} row{'' if len(df) == 1 else 's'}"
+    pending = pending_note(equiv_pending_rows(df), "; this table updates when done")
+    return (f'<div class="lab-muted" id="lab-lb-count"><b data-rows="{len(df)}">{rows}</b> · {scope}{extra}'
+            f'{" · " + pending if pending else ""}</div>')
+
+
+def equiv_pending_rows(df: pd.DataFrame) -> int:
+    """Rows of a leaderboard frame whose equiv columns say "equiv pending"."""
+    return int((df["equiv_score"] == STATE_TEXT["pending"]).sum()) if "equiv_score" in df.columns else 0
+
+
+def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
+    """Plot name -> function(store, first56) from lab.store.plots (empty when it is absent)."""
+    try:
+        plots = importlib.import_module("lab.store.plots")
+    except ImportError as exc:
+        if exc.name and "lab.store.plots".startswith(exc.name):
+            return {}
+        raise
+    registry = getattr(plots, "PLOTS", None)
+    return dict(registry) if isinstance(registry, dict) else {}
+
+
+def draw_plot(ctx: LabContext, name: str, first56: bool, name_filter: str = ""):
+    """The plotly figure of plot `name`, narrowed like the table by the name filter
+    (LabError for an unknown plot or a store problem)."""
+    plots = plot_registry()
+    if name not in plots:
+        raise LabError(f"unknown plot '{name}'; choose one of: {', '.join(plots)}")
+    if ctx.store is None:
+        raise LabError(ctx.store_error or "the results database is not open")
+    with ctx._store_lock:
+        return plots[name](ctx.store, first56, name_filter=name_filter or "")
+
+
+def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | None) -> str | None:
+    """The run id of the clicked leaderboard row (None for a published row without answers)."""
+    run_id = None
+    if row_value is not None and "run_id" in df.columns and len(row_value) == len(df.columns):
+        run_id = row_value[list(df.columns).index("run_id")]
+    else:
+        row = index[0] if isinstance(index, (list, tuple)) else index
+        if "run_id" in df.columns and isinstance(row, int) and 0 <= row < len(df):
+            run_id = df.iloc[row]["run_id"]
+    if run_id is None or (isinstance(run_id, float) and pd.isna(run_id)) or not str(run_id).strip():
+        return None
+    return str(run_id)
+
+
+def broken_files_notice(ctx: LabContext) -> str:
+    """A notice listing the result files the store could not import, each with its reason
+    (paths relative to the results folder)."""
+    root = str(Path(ctx.settings.results_dir).resolve()) + "/"
+    items = "".join(
+        f"<li><code>{esc(name.replace(root, ''))}</code>: {esc(why.replace(root, '').removeprefix(name.replace(root, '') + ': '))}</li>"
+        for name, why in ctx.broken_results
+    )
+    n = len(ctx.broken_results)
+    return render_notice(f"{n} result file{'s' if n != 1 else ''} not imported (fix or remove, then restart)",
+                         f"<ul>{items}</ul>", "warn")
+
+
+def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callable[[LabContext], None]) -> None:
+    """Lay out the Results tab and wire its events; `published_panel` lays out the published runs' panel
+    under the leaderboard (the app passes lab.ui.published.published_panel.build_published_panel)."""
+    with gr.Tab("Results", id="results") as tab:
+        if ctx.store is None:
+            gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
+            return
+        if ctx.broken_results:
+            gr.HTML(broken_files_notice(ctx), elem_id="lab-broken-results")
+        with gr.Row(equal_height=True):
+            scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2,
+                             elem_id="lab-lb-scope")
+            text = gr.Textbox(label="filter by name", placeholder="e.g. Qwen3.5, LFM, checkpoint", scale=2,
+                              elem_id="lab-lb-filter")
+            sort = gr.Dropdown(SORTS, value="score", label="sort by", scale=1, elem_id="lab-lb-sort")
+        first = leaderboard_frame(ctx, False)
+        count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
+        shown_pending = gr.State(equiv_pending_rows(first))  # runs shown "equiv pending" in this page
+        equiv_timer = gr.Timer(EQUIV_POLL_SEC, active=equiv_pending_rows(first) > 0)
+        table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
+                             elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
+        published_panel(ctx)
+        plots = plot_registry()
+        which = plot = None
+        if plots:
+            with gr.Row(equal_height=True):
+                which = gr.Dropdown(list(plots), value=next(iter(plots)), label="plot", scale=3, elem_id="lab-plot-pick")
+            plot = gr.Plot(elem_id="lab-results-plot", label="plot")
+        else:
+            gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
+
+    def refresh(scope_label: str, filter_text: str, sort_key: str):
+        first56 = SCOPES.get(scope_label, False)
+        try:
+            df = leaderboard_frame(ctx, first56, filter_text or "", sort_key or "score")
+        except LabError as exc:
+            gr.Warning(str(exc))
+            return gr.update(), gr.update(), gr.update(), gr.update()
+        pending = equiv_pending_rows(df)
+        if pending:
+            ctx.kick_equiv()  # also fills runs another process left pending
+        return df, count_html(df, first56), pending, gr.Timer(active=pending > 0)
+
+    def poll(scope_label: str, filter_text: str, sort_key: str, shown: int, plot_name: str | None = None):
+        """While runs wait for their equiv columns: redraw only when that number changed."""
+        df, html, pending, timer = refresh(scope_label, filter_text, sort_key)
+        if pending == shown or not isinstance(pending, int):
+            return gr.update(), gr.update(), shown, timer, *([gr.update()] if plots else [])
+        return df, html, pending, timer, *([draw(plot_name, scope_label, filter_text)] if plots else [])
+
+    def draw(name: str, scope_label: str, filter_text: str = ""):
+        try:
+            return draw_plot(ctx, name, SCOPES.get(scope_label, False), filter_text or "")
+        except LabError as exc:
+            gr.Warning(str(exc))
+            return None
+
+    def on_select(df: pd.DataFrame, evt: gr.SelectData):
+        run_id = selected_run_id(df, evt.index, evt.row_value)
+        if run_id is None:
+            gr.Info("This is a published leaderboard row without per-step answers; click a lab run (source 'run').")
+            return tuple(gr.update() for _ in open_in_compare.outputs)
+        return open_in_compare([run_id], None)
+
+    inputs = [scope, text, sort]
+    outputs = [table, count, shown_pending, equiv_timer]
+    for comp in (scope, sort):
+        comp.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    text.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    tab.select(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    equiv_timer.tick(poll, [*inputs, shown_pending, *([which] if plots else [])], [*outputs, *([plot] if plots else [])],
+                     api_visibility="private", show_progress="hidden")
+    table.select(on_select, table, open_in_compare.outputs, api_visibility="private")
+    if plots:
+        which.change(draw, [which, scope, text], plot, api_visibility="private")
+        scope.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
+        text.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
+        tab.select(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")

@@ -1,0 +1,1 @@
+"""The shell every tab shares: the lab context, sessions, public-mode rules, HTML text helpers."""

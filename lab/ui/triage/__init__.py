@@ -1,0 +1,1 @@
+"""The Triage tab: where runs disagree, sliced and exported."""

@@ -1,0 +1,1 @@
+"""lab/ui through real Chromium (Playwright)."""

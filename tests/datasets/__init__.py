@@ -1,0 +1,1 @@
+"""lab/data and lab/resultfiles: replay records, sources, download, result-file validation."""

@@ -1,0 +1,1 @@
+"""lab/engines: engine kinds, pool, managed servers, presets, vLLM on CPU."""

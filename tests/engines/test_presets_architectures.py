@@ -1,0 +1,272 @@
+"""Each preset's own architecture on real engines (issue 24): tiny random-weight checkpoints in the
+layout of the presets' real models (tests/engines/helpers_presets.py), replayed through a real `vllm serve`
+(vLLM 0.32.0's CPU build) with `?preset=KEY` and through in-process transformers beside it.
+
+One vLLM server per architecture (a module-scoped fixture, parametrized: pytest runs every test of
+one architecture, stops its server, then starts the next), shared by every check:
+- Qwen3.5 (`Qwen3_5ForConditionalGeneration`, language-model-only, bfloat16) with a peft LoRA
+  adapter on its language model (qwen35-08b-grpo); the same server answers for the base model too,
+  which qwen35-2b-sft and qwen35-9b-cli-gym run on;
+- LFM2-MoE (`Lfm2MoeForCausalLM`, float32; lfm25-8b-a1b-sft);
+- Gemma-4 (`Gemma4ForConditionalGeneration` with vision and audio configs, language-model-only,
+  float32; gemma4-e4b-sft).
+
+What each architecture must show: the lab's replay through `vllm:CKPT?preset=KEY` (the result file
+names the preset, no step fails); at temperature 0 the same token ids as transformers, or the first
+differing token with both engines' two best logits within the dtype's rounding; the prompt token
+ids the server reports equal the ids of the prompt the lab rendered.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lab.engines import create_engine
+from lab.engines.base import Request, Sampling
+from lab.runs.pipeline import render_for_engine
+from tests.engines.helpers_presets import vllm_test_env, save_gemma4, save_lfm2moe, save_qwen35, save_qwen35_lora
+from tests.paths import EXCERPT
+from tests.engines.test_vllm_cpu import vllm_processes
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),  # the first test of an architecture waits for its checkpoint and vLLM start
+    pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}"),
+]
+CONTEXT = 8192
+MAX_TOKENS = 8
+# bfloat16 keeps 8 significant bits: two logits of size ~10 computed along different paths (vLLM's
+# CPU kernels, torch's) may differ by a few units of 2**-8 * 10; float32 by far less.
+ROUNDING = {"bfloat16": 0.25, "float32": 1e-3}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One architecture under test: which checkpoint, which preset, which dtype on both engines."""
+
+    preset: str
+    builder: str
+    dtype: str
+    lora: bool = False
+    also: tuple[str, ...] = ()  # presets that run on the same base model (checked on the same server)
+
+
+ARCHS = {
+    "qwen35": Arch("qwen35-08b-grpo", "qwen35", "bfloat16", lora=True, also=("qwen35-2b-sft", "qwen35-9b-cli-gym")),
+    "lfm2moe": Arch("lfm25-8b-a1b-sft", "lfm2moe", "float32"),
+    "gemma4": Arch("gemma4-e4b-sft", "gemma4", "float32"),
+}
+BUILDERS = {"qwen35": save_qwen35, "lfm2moe": save_lfm2moe, "gemma4": save_gemma4}
+
+
+@pytest.fixture(scope="module")
+def vllm_env(vllm_exe, tmp_path_factory):
+    """The lab's vLLM environment for this module (see helpers_presets.vllm_test_env)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in vllm_test_env(vllm_exe, tmp_path_factory.mktemp("arch-env")).items():
+            mp.setenv(key, value)
+        mp.delenv("VLLM_API_KEY", raising=False)
+        yield
+
+
+@dataclass
+class Served:
+    """One architecture's checkpoint, its running vLLM engine and transformers beside it."""
+
+    arch: Arch
+    folder: Path
+    adapter: Path | None
+    vllm: object
+    hf: object
+    steps: list
+    start_s: float
+    timings: dict = field(default_factory=dict)
+    hf_lora: object = None  # transformers with the adapter (Qwen3.5), for the adapter's parity
+
+
+def excerpt_steps() -> list:
+    """Two steps with an assistant turn in their history (thinking to strip, Gemma's turns)."""
+    from lab.data.replay import load_replay
+
+    return load_replay(EXCERPT).steps[1:3]
+
+
+def engine_spec(kind: str, folder: Path, arch: Arch, adapter: Path | None, name: str, extra: str = "") -> str:
+    lora = f"&lora={adapter}" if adapter else ""
+    return f"{kind}:{folder}?preset={arch.preset}&dtype={arch.dtype}&max_tokens={MAX_TOKENS}{lora}&name={name}{extra}"
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHS))
+def served(request, vllm_env, tmp_path_factory):
+    arch = ARCHS[request.param]
+    root = tmp_path_factory.mktemp(f"arch-{request.param}")
+    began = time.perf_counter()
+    folder = BUILDERS[arch.builder](root / "checkpoint-100", positions=CONTEXT)
+    adapter = save_qwen35_lora(folder, root / "adapter-100") if arch.lora else None
+    built = time.perf_counter() - began
+    spec = engine_spec("vllm", folder, arch, adapter, f"vl-{request.param}",
+                       f"&max_model_len={CONTEXT}&enforce_eager=true&kv_cache_gb=0.25&ready_timeout=1200")
+    engine = create_engine(spec)
+    began = time.perf_counter()
+    engine.load()
+    start_s = time.perf_counter() - began
+    # transformers: the lab's engine with the preset (the base model's preset where the adapter's would
+    # fetch its Hub adapter), and for the adapter its own multimodal class under peft (see below)
+    hf_arch = Arch(arch.also[0], arch.builder, arch.dtype) if adapter else arch
+    hf = create_engine(engine_spec("transformers", folder, hf_arch, None, f"hf-{request.param}", "&device=cpu"))
+    hf.load()
+    hf_lora = multimodal_with_adapter(folder, adapter, arch.dtype) if adapter else None
+    try:
+        yield Served(arch, folder, adapter, engine, hf, excerpt_steps(), start_s, {"build_s": built}, hf_lora)
+    finally:
+        engine.close()
+        hf.close()
+    assert not vllm_processes(str(folder)), "vLLM processes outlived the engine"
+
+
+def multimodal_with_adapter(folder: Path, adapter: Path, dtype: str):
+    """The checkpoint's own class (`Qwen3_5ForConditionalGeneration`) with the peft adapter: the adapter's
+    keys name the multimodal layout, which `AutoModelForCausalLM` (`Qwen3_5ForCausalLM`) does not have."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoConfig
+    import transformers
+
+    architecture = AutoConfig.from_pretrained(folder).architectures[0]
+    model = getattr(transformers, architecture).from_pretrained(folder, dtype=getattr(torch, dtype))
+    return PeftModel.from_pretrained(model, adapter).eval()
+
+
+def completions(served: Served, body: dict) -> dict:
+    """One non-streamed /v1/completions request to the lab's running vLLM server."""
+    answer = httpx.post(f"{served.vllm.server.base_url}/v1/completions", json=body, timeout=300)
+    assert answer.status_code == 200, answer.text[:500]
+    return answer.json()
+
+
+def test_replay_with_the_preset_through_vllm(served, tmp_path):
+    """The lab's replay (the CLI's `replay`) through `vllm:CKPT?preset=KEY`: every step answered, the
+    result file names the preset and carries its contract, sampling and vLLM flags."""
+    from lab.runs.replay import ReplayConfig, replay
+
+    began = time.perf_counter()
+    path = replay(served.vllm, served.steps, ReplayConfig(out_dir=tmp_path))
+    result = json.loads(Path(path).read_text())
+    served.timings["replay_s"] = time.perf_counter() - began
+    preset = served.vllm.preset
+    assert result["sampling"]["preset"] == served.arch.preset and result["contract"] == preset.contract
+    assert result["sampling"]["language_model_only"] == bool(preset.engine.get("language_model_only"))
+    assert result["sampling"]["temperature"] == preset.sampling.temperature
+    assert all(row["error"] is None and row["completion_tokens"] for row in result["per_step"])
+    argv = result["sampling"]["server_argv"]
+    assert argv[argv.index("--dtype") + 1] == served.arch.dtype
+    assert ("--language-model-only" in argv) == bool(preset.engine.get("language_model_only"))
+    if served.adapter:
+        assert result["lora_path"] == str(served.adapter) and "--enable-lora" in argv
+    print(f"\n{served.arch.builder}: build {served.timings['build_s']:.1f} s, vLLM start {served.start_s:.1f} s, "
+          f"replay of {len(served.steps)} steps {served.timings['replay_s']:.1f} s")
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+
+
+def top_two_vllm(served: Served, model: str, ids: list[int]) -> dict[int, float]:
+    """vLLM's two best next tokens after `ids` and their log-probabilities."""
+    body = {"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 2,
+            "return_tokens_as_token_ids": True}
+    tops = completions(served, body)["choices"][0]["logprobs"]["top_logprobs"][0]
+    return {int(token.split(":", 1)[1]): logprob for token, logprob in tops.items()}
+
+
+def top_two_hf(hf_model, ids: list[int]) -> dict[int, float]:
+    """transformers' two best next tokens after `ids` and their log-probabilities."""
+    import torch
+
+    with torch.inference_mode():
+        logits = hf_model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    best = torch.topk(logp, 2)
+    return {int(i): float(v) for i, v in zip(best.indices, best.values)}
+
+
+def test_greedy_token_ids_equal_transformers_or_differ_within_rounding(served):
+    """Temperature 0, the same rendered prompts: vLLM's token ids are transformers' ids; where they part,
+    the first differing token is a near tie in both engines (their two best tokens are the same pair
+    and the gap between them is within the dtype's rounding). With an adapter: the adapter's model on
+    both sides (peft on the checkpoint's own class), then the base model (the lab's transformers engine)."""
+    vllm_engine = served.vllm
+    if served.adapter:
+        check_parity(served, vllm_engine.served_model(), served.hf_lora)
+        check_adapter_applied(served)
+    check_parity(served, vllm_engine.served_name, served.hf.model)
+
+
+def check_parity(served: Served, model: str, hf_model) -> None:
+    import torch
+
+    tokenizer = served.hf.tokenizer
+    report = []
+    for step in served.steps:
+        prompt = render_for_engine(served.vllm, step).text
+        ids = tokenizer(prompt).input_ids
+        body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True,
+                "return_token_ids": True}
+        got = completions(served, body)["choices"][0]["token_ids"]
+        with torch.inference_mode():
+            out = hf_model.generate(input_ids=torch.tensor([ids]), max_new_tokens=MAX_TOKENS, do_sample=False,
+                                    min_new_tokens=MAX_TOKENS, pad_token_id=tokenizer.pad_token_id)
+        want = out[0, len(ids):].tolist()
+        k = first_difference(got, want)
+        if k is None:
+            report.append(f"{step.key}: {len(got)} tokens equal")
+            continue
+        prefix = ids + want[:k]
+        vl, tf = top_two_vllm(served, model, prefix), top_two_hf(hf_model, prefix)
+        line = f"{step.key}: token {k} differs: vLLM {got[k]} (top two {vl}), transformers {want[k]} (top two {tf})"
+        report.append(line)
+        assert set(vl) == set(tf) == {got[k], want[k]}, line
+        gaps = [abs(a - b) for a, b in (list(vl.values()), list(tf.values()))]
+        assert max(gaps) <= ROUNDING[served.arch.dtype], line
+    print("\n" + served.arch.builder + " " + model + ": " + "; ".join(report))
+
+
+def test_server_prompt_token_ids_are_the_ones_the_lab_rendered(served):
+    """The ids vLLM reports for the prompt (`prompt_token_ids`) are the lab's rendered prompt tokenized as
+    the lab's transformers engine tokenizes it, for the preset and for the other presets on this model."""
+    presets = (served.arch.preset, *served.arch.also)
+    for key in presets:
+        engine = create_engine(f"vllm:{served.folder}?preset={key}")
+        engine.tokenizer = served.vllm.tokenizer
+        model = served.vllm.served_model() if key == served.arch.preset else served.vllm.served_name
+        for step in served.steps:
+            prompt = render_for_engine(engine, step).text
+            body = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
+            reported = completions(served, body)["choices"][0]["prompt_token_ids"]
+            lab_ids = served.hf.tokenizer(prompt, add_special_tokens=served.hf.add_special_tokens).input_ids
+            assert reported == lab_ids, (key, step.key, len(reported), len(lab_ids))
+
+
+def check_adapter_applied(served: Served) -> None:
+    """The LoRA adapter is applied by vLLM (its greedy answers are not the base model's) and by peft."""
+    import torch
+
+    prompt = render_for_engine(served.vllm, served.steps[0]).text
+    answers = {}
+    for model in (served.vllm.served_model(), served.vllm.served_name):
+        body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True,
+                "logprobs": 5, "return_tokens_as_token_ids": True}  # the best one's is ~0.0 on both: the others tell
+        answers[model] = completions(served, body)["choices"][0]["logprobs"]["top_logprobs"]
+    assert answers[served.vllm.served_model()] != answers[served.vllm.served_name]
+    ids = torch.tensor([served.hf.tokenizer(prompt).input_ids])
+    with torch.inference_mode():
+        with_adapter = served.hf_lora(input_ids=ids).logits[0, -1]
+        with served.hf_lora.disable_adapter():
+            without = served.hf_lora(input_ids=ids).logits[0, -1]
+    assert not torch.equal(with_adapter, without)

@@ -1,0 +1,1 @@
+"""lab/prompts: rendering, contracts, BOS."""

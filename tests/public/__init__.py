@@ -1,0 +1,1 @@
+"""Public mode: visitors, limits, proxies, the Space image."""

@@ -1,0 +1,1 @@
+"""lab/published: catalogue, series, fetch, hostile servers."""

@@ -1,0 +1,1 @@
+"""lab/runs: pipeline, replay, rescore, resume, samples."""

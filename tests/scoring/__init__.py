@@ -1,0 +1,1 @@
+"""lab/scoring: parsing, command units, F1, equiv, golden values."""

@@ -1,0 +1,1 @@
+"""lab/store: DuckDB store, import, equiv fill, plots, labels."""

@@ -1,0 +1,113 @@
+"""Coverage and partial runs: DuckDB `runs.coverage/partial`, the Results table and every plot mark them;
+the name filter narrows the plots like the table; the 116 view's rank column is filled."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.resultfiles.resultfile import write_result_file
+from lab.settings import Settings
+from tests.paths import EXCERPT
+from tests.helpers_store import make_results_dir
+from tests.ui.test_ui_handlers import write_stored_run
+
+pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+
+
+def _variant(src: dict, path: Path, name: str, **top: object) -> dict:
+    result = {**json.loads(json.dumps(src)), "model": name, "model_short": name, "model_path": name, **top}
+    write_result_file(path, result)
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    from lab.ui.app import create_context
+
+    root = tmp_path_factory.mktemp("coverage")
+    results = make_results_dir(root)
+    base = write_stored_run(results / "runs" / "excerpt14.json", "excerpt14")
+    n = len(base["per_step"])
+    _variant(base, results / "runs" / "whole.json", "wholesel", total_input_steps=n)
+    _variant(base, results / "runs" / "shard.json", "shardrun", total_input_steps=n, num_shards=2, shard_index=0)
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, [])
+    yield ctx, n
+    ctx.pool.close_all()
+
+
+def test_runs_table_has_coverage_and_partial(lab):
+    ctx, n = lab
+    df = ctx.store.query("SELECT display_name, steps, total_steps, coverage, partial, num_shards, shard_index FROM runs "
+                         "ORDER BY display_name").set_index("display_name")
+    assert df.loc["excerpt14", "total_steps"] == 303  # corrected run, no other information
+    assert df.loc["excerpt14", "coverage"] == pytest.approx(n / 303, abs=1e-4)
+    assert bool(df.loc["excerpt14", "partial"])
+    assert df.loc["wholesel", "coverage"] == 1.0 and not bool(df.loc["wholesel", "partial"])
+    assert df.loc["shardrun", "coverage"] == 1.0 and bool(df.loc["shardrun", "partial"])  # one shard of two
+    assert df.loc["shardrun", "num_shards"] == 2 and df.loc["shardrun", "shard_index"] == 0
+
+
+def test_results_table_marks_partial_and_fills_rank(lab):
+    from lab.ui.results.results_tab import leaderboard_frame
+
+    ctx, n = lab
+    df = leaderboard_frame(ctx, False)
+    assert {"coverage", "steps"} <= set(df.columns)
+    runs = df[df["source"] == "run"].set_index("run_id")
+    assert len(runs) == 3
+    names = " ".join(runs["name"])
+    assert f"excerpt14 [partial {n}/303]" in names
+    assert f"shardrun [partial {n}/{n}, shard 1 of 2]" in names
+    assert "wholesel" in names and "wholesel [" not in names
+    published = df[df["source"] == "published"]
+    assert len(published) == 116 and (published["rank"] != "").all()  # the 116 view's rank is filled
+    assert sorted(published["rank"].astype(int)) == list(range(1, 117))
+    first56 = leaderboard_frame(ctx, True)
+    assert (first56["rank"] != "").all() and len(first56) == 56
+
+
+def _plot_names(fig) -> list[str]:
+    names = []
+    for trace in fig.data:
+        if trace.type == "bar" and trace.orientation == "h":
+            names += list(trace.y)
+        elif getattr(trace, "text", None) is not None and not isinstance(trace.text, str):
+            names += [str(t) for t in trace.text]
+        elif trace.name:
+            names.append(str(trace.name))
+    return names
+
+
+def test_every_plot_marks_partial_runs(lab):
+    from lab.ui.results.results_tab import draw_plot, plot_registry
+
+    ctx, n = lab
+    for name in plot_registry():
+        fig = draw_plot(ctx, name, False)
+        text = json.dumps(fig.to_plotly_json(), default=str)
+        if "excerpt14" in text:
+            assert f"partial {n}/303" in text, f"plot {name} shows the 14-step run without its coverage"
+    bars = draw_plot(ctx, "leaderboard", False)
+    labels = [y for t in bars.data for y in t.y]
+    top = labels[-1]  # best on top
+    assert "excerpt14" not in top or "partial" in top
+    hatched = [s for t in bars.data for y, s in zip(t.y, t.marker.pattern.shape) if "excerpt14" in y]
+    assert hatched == ["x"]
+
+
+def test_name_filter_narrows_the_plots(lab):
+    from lab.ui.results.results_tab import draw_plot, leaderboard_frame
+
+    ctx, _ = lab
+    assert len(leaderboard_frame(ctx, False, "wholesel")) == 1
+    fig = draw_plot(ctx, "leaderboard", False, "wholesel")
+    assert [y for t in fig.data for y in t.y] == ["wholesel"]
+    full = draw_plot(ctx, "leaderboard", False)
+    assert sum(len(t.y) for t in full.data) == 119
+    scatter = draw_plot(ctx, "precision_recall", False, "wholesel")
+    points = [x for t in scatter.data if t.meta != "iso-f1" for x in t.x]
+    assert len(points) == 1

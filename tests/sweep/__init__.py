@@ -1,0 +1,1 @@
+"""lab/sweep: the cluster sweep on Ray."""

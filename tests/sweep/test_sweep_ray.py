@@ -1,0 +1,219 @@
+"""`python -m lab sweep` on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster):
+files equal single-process `replay`, shards merge to the unsharded file, a lost node loses nothing,
+and no worker opens the store."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.paths import EXCERPT, REPO
+
+ROOT = REPO
+TIMINGS = {"latency_s", "ttft_s"}  # per-step timings: the only per-step fields that may differ
+NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
+
+from ray.cluster_utils import Cluster  # noqa: E402  (requirements-test.txt installs Ray: missing, it fails)
+
+
+def no_ray_left() -> list[str]:
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "raylet" in cmd or "gcs_server" in cmd:
+            left.append(cmd)
+    return left
+
+
+def servers_of(model: Path) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if " serve " in cmd and str(model) in cmd:
+            found.append(cmd)
+    return found
+
+
+@contextmanager
+def ray_cluster(node: dict):
+    """A real Ray cluster on this machine: a head that runs nothing (num_cpus=0, no dashboard) and one
+    worker node; on exit it is shut down and no raylet or GCS process may be left."""
+    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                         "object_store_memory": node["object_store_memory"]})
+    try:
+        made.add_node(**node)
+        made.wait_for_nodes()
+        yield made
+    finally:
+        made.shutdown()
+        deadline = time.time() + 30
+        while no_ray_left() and time.time() < deadline:
+            time.sleep(0.5)
+    assert not no_ray_left(), "the cluster left Ray processes running"
+
+
+@pytest.fixture()
+def cluster():
+    """The cluster of one worker node; the test adds and removes nodes."""
+    with ray_cluster(NODE) as made:
+        yield made
+
+
+def env_for(tmp_path: Path) -> dict:
+    return {**os.environ, "LAB_LOG_DIR": str(tmp_path / "logs"), "HF_HUB_OFFLINE": "1", "LAB_CACHE_DIR": str(tmp_path),
+            "LAB_RESULTS_DIR": str(tmp_path / "results"), "LAB_DB": str(tmp_path / "store.duckdb"),
+            "TOKENIZERS_PARALLELISM": "false"}
+
+
+def lab(args: list[str], tmp_path: Path, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "lab", *args], cwd=ROOT, env={**env_for(tmp_path), **kw.pop("env", {})},
+                          capture_output=True, text=True, timeout=480, **kw)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def same_run(a: Path, b: Path) -> None:
+    """Per-step content byte-identical timings aside; the same aggregate."""
+    one, two = json.loads(a.read_text()), json.loads(b.read_text())
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMINGS} for r in rows]  # noqa: E731
+    assert strip(one["per_step"]) == strip(two["per_step"]), f"{a.name}: per-step content differs"
+    assert one["aggregate"] == two["aggregate"]
+    assert {k for k in one if one[k] != two[k]} <= {"per_step", "timestamp", "gen_time_sec", "avg_sec_per_step",
+                                                    "load_time_sec", "sampling"}
+    local = {"server_argv", "base_url"}  # the managed server's own port on its node
+    assert {k: v for k, v in one["sampling"].items() if k not in local} == \
+        {k: v for k, v in two["sampling"].items() if k not in local}
+
+
+def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_dir, tmp_path):
+    cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    base = lab(["replay", "--replay", str(EXCERPT), "--engine", "reference", "--limit", "5",
+                "--out", str(tmp_path / "seed")], tmp_path)
+    del base
+    stored = tmp_path / "seed" / "reference.json"
+    served = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=6"
+    specs = ["reference", f"stored:{stored}?name=st", f"{served}&name=ts1", f"{served}&name=ts2&temperature=0"]
+    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "2"]
+    single = tmp_path / "single"
+    lab(["replay", *common, "--out", str(single), *[a for s in specs for a in ("--engine", s)]], tmp_path)
+    audit = tmp_path / "audit.json"
+    out = tmp_path / "sweep"
+    lab(["sweep", *common, "--ray", cluster.address, "--out", str(out), *[a for s in specs for a in ("--engine", s)]],
+        tmp_path, env={"LAB_SWEEP_AUDIT": str(audit)})
+    for name in ("reference", "st", "ts1", "ts2"):
+        same_run(single / f"{name}.json", out / f"{name}.json")
+    assert not list(out.glob("*.partial.jsonl"))
+    opened = json.loads(audit.read_text())
+    assert set(opened) == set(specs) and all(opened.values())  # the hook saw the workers' opens
+    assert not [p for paths in opened.values() for p in paths if p.endswith(".duckdb") or "store.duckdb" in p]
+
+    sharded = tmp_path / "sharded"
+    lab(["sweep", *common, "--ray", cluster.address, "--shards", "3", "--out", str(sharded),
+         "--engine", f"{served}&name=ts1"], tmp_path)
+    same_run(single / "ts1.json", sharded / "ts1.json")
+    shards = [json.loads((sharded / f"ts1-shard{i:02d}.json").read_text()) for i in range(3)]
+    assert [(s["num_shards"], s["shard_index"], s["total_input_steps"]) for s in shards] == [(3, i, 5) for i in range(3)]
+    assert [r["step_idx"] for s in shards for r in s["per_step"]] == \
+        [r["step_idx"] for r in json.loads((single / "ts1.json").read_text())["per_step"]]
+
+
+def test_a_lost_node_loses_nothing(cluster, tiny_model_dir, tmp_path):
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
+    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
+    single = tmp_path / "single"
+    lab(["replay", *common, "--out", str(single)], tmp_path)
+    out = tmp_path / "sweep"
+    first = cluster.list_all_nodes()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)],
+                            cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        checkpoint = out / "ts.partial.jsonl"
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            if checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 2:
+                break
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no step came back to the driver")
+        cluster.add_node(**NODE)
+        cluster.wait_for_nodes()
+        cluster.remove_node(first)  # the node running the engine and its server dies
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "re-placing" in stderr
+    rows = json.loads((out / "ts.json").read_text())["per_step"]
+    keys = [(r["task_id"], r["step_idx"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 5
+    same_run(single / "ts.json", out / "ts.json")
+    deadline = time.time() + 30
+    while servers_of(tiny_model_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "a lost node's server was left running"
+
+
+def test_a_killed_driver_resumes_with_resume(cluster, tiny_model_dir, tmp_path):
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
+    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
+    single = tmp_path / "single"
+    lab(["replay", *common, "--out", str(single)], tmp_path)
+    out = tmp_path / "sweep"
+    args = [sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = out / "ts.partial.jsonl"
+    try:
+        deadline = time.time() + 240
+        while not (checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 2):
+            assert time.time() < deadline and proc.poll() is None, "no step came back to the driver"
+            time.sleep(0.2)
+    finally:
+        proc.kill()  # SIGKILL: no cleanup on the driver
+        proc.wait()
+    kept = checkpoint.read_text().count('"row"')
+    assert 2 <= kept < 5
+    lab(["sweep", *common, "--ray", cluster.address, "--out", str(out), "--resume"], tmp_path)
+    same_run(single / "ts.json", out / "ts.json")
+    assert not checkpoint.exists()
+    deadline = time.time() + 30
+    while servers_of(tiny_model_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "the killed driver's server was left running"
+
+
+def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, vllm_model_dir, tmp_path):
+    """A managed `vllm serve` (vLLM's CPU build, LAB_VLLM) started by the sweep's actor on its node
+    writes the same file as `python -m lab replay` of the same engine, and no vLLM process outlives it."""
+    spec = (f"vllm:{vllm_model_dir}?dtype=float32&max_model_len=16384&enforce_eager=true&max_tokens=8"
+            "&kv_cache_gb=0.5&name=vl")
+    common = ["--replay", str(EXCERPT), "--limit", "3", "--engine", spec, "--engine", "reference"]
+    env = {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
+           "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    lab(["replay", *common, "--out", str(tmp_path / "single")], tmp_path, env=env)
+    with pytest.MonkeyPatch.context() as mp:  # a node's workers inherit the environment the node starts in
+        for key, value in env.items():
+            mp.setenv(key, value)
+        cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    lab(["sweep", *common, "--ray", cluster.address, "--out", str(tmp_path / "sweep")], tmp_path, env=env)
+    for name in ("vl", "reference"):
+        same_run(tmp_path / "single" / f"{name}.json", tmp_path / "sweep" / f"{name}.json")
+    swept = json.loads((tmp_path / "sweep" / "vl.json").read_text())
+    assert swept["sampling"]["max_model_len"] == 16384 and all(r["token_ids_preview"] for r in swept["per_step"])
+    from tests.engines.test_vllm_cpu import vllm_processes
+
+    deadline = time.time() + 30
+    while (servers_of(vllm_model_dir) or vllm_processes()) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(vllm_model_dir) and not vllm_processes(), "the sweep left vLLM processes running"

@@ -1,0 +1,1 @@
+"""lab/triage: analysis, slices, exports."""

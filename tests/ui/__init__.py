@@ -1,0 +1,1 @@
+"""lab/ui: tab handlers and renders, without a browser."""

@@ -1,0 +1,220 @@
+"""The Batch tab submits a sweep to a real two-node Ray cluster (ray.cluster_utils.Cluster, dashboard off)
+through Gradio's HTTP API: progress rows update and reach done, the files equal `python -m lab replay`'s,
+the runs land in the store, Stop mid-sweep keeps every finished step and resume continues; a missing
+cluster or a missing Ray is one line. The app process is the sweep's driver."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.settings import Settings
+from tests.helpers_servers import free_port, serve_lab
+from tests.paths import EXCERPT
+from tests.helpers_store import make_results_dir
+from tests.sweep.test_sweep_ray import TIMINGS, lab, ray_cluster, servers_of
+from tests.ui.test_ui_handlers import write_stored_run
+
+pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+STORE = 80 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head that runs nothing and one worker node (3 CPUs: three engines at once); the nodes' workers
+    inherit this environment (their servers' logs go to the test's folder)."""
+    logs = tmp_path_factory.mktemp("sweep-ui-logs")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LAB_LOG_DIR", str(logs))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        env.setenv("TOKENIZERS_PARALLELISM", "false")
+        with ray_cluster({"num_cpus": 3, "object_store_memory": STORE}) as made:
+            yield made
+
+
+@pytest.fixture(scope="module")
+def served(cluster, tmp_path_factory):
+    """The lab (reference + a stored run of its own runs folder) with LAB_RAY_ADDRESS at the cluster."""
+    from lab.ui.app import create_context
+
+    root = tmp_path_factory.mktemp("sweep-ui")
+    results = make_results_dir(root)
+    write_stored_run(results / "runs" / "altered.json", "altered")
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT), ray_address=cluster.address)
+    ctx = create_context(settings, ["reference", f"stored:{results / 'runs' / 'altered.json'}"])
+    ctx.pool.wait()
+    with serve_lab(ctx) as (_, url):
+        yield url, ctx, root
+    ctx.pool.close_all()
+
+
+def rows_of(html: str) -> dict[str, dict[str, str]]:
+    """Engine -> its table cells (steps, state, node) from the live table's HTML."""
+    out = {}
+    for name, body in re.findall(r'<tr data-engine="([^"]*)"[^>]*>(.*?)</tr>', html, flags=re.S):
+        cells = dict(re.findall(r'data-field="(\w+)"[^>]*>([^<]*)<', body))
+        out[name or "overall"] = cells
+    return out
+
+
+def sweep_args(names, *, specs="", tasks=(), buckets=(), shards=1, samples=1, resume=True, fresh=False, name=""):
+    return [list(names), specs, list(tasks), list(buckets), [], shards, samples, resume, fresh, name]
+
+
+def per_step(path: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(path.read_text())["per_step"]]
+
+
+def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the_store(served, tmp_path):
+    from gradio_client import Client
+
+    url, ctx, root = served
+    client = Client(url, verbose=False)
+    task = ctx.replay.tasks[0]
+    n = len(ctx.replay.steps_for_task(task))
+    t0 = time.perf_counter()
+    job = client.submit(*sweep_args(["reference", "altered"], tasks=[task], shards=2), api_name="/run_sweep")
+    final = job.result(timeout=300)
+    took = time.perf_counter() - t0
+    shown = [o for o in job.outputs()]
+    rows = rows_of(final)
+    assert "dashboard off" in final and "2 nodes" in final, final[:500]
+    assert set(rows) == {"reference", "altered-replay", "overall"}  # never the stored engine's own input file
+    for name in ("reference", "altered-replay"):
+        assert rows[name]["steps"] == f"{n}/{n}" and rows[name]["state"].startswith(f"done · saved {name}.json")
+        assert re.match(r"\S+ · [0-9a-f]{8}$", rows[name]["node"]), rows[name]  # the node it ran on
+    assert rows["overall"]["steps"] == f"{2 * n}/{2 * n}"
+    assert any("connecting to the Ray cluster" in o for o in shown)
+    assert any(r.get("state", "").startswith(("waiting", "loading", "running")) for o in shown
+               for r in rows_of(o).values()), "no live row before done"
+    print(f"\nsweep of 2 prompt-free engines x 2 shards x {n} steps through /run_sweep: {took:.1f} s")
+
+    runs = Path(ctx.settings.runs_dir)
+    lab(["replay", "--replay", str(EXCERPT), "--tasks", task, "--chunk-size", "8", "--out", str(tmp_path / "single"),
+         "--engine", "reference", "--engine", f"stored:{runs / 'altered.json'}"], tmp_path)
+    assert per_step(runs / "reference.json") == per_step(tmp_path / "single" / "reference.json")
+    assert per_step(runs / "altered-replay.json") == per_step(tmp_path / "single" / "altered.json")
+    for name in ("reference", "altered-replay"):
+        one, two = (json.loads(p.read_text())["aggregate"] for p in (runs / f"{name}.json",
+                                                                     tmp_path / "single" / f"{name.split('-')[0]}.json"))
+        assert one == two
+        run_id = re.search(rf'data-engine="{name}".*?· run ([^<\s]+)<', final, flags=re.S).group(1)
+        stored = ctx.query("SELECT steps FROM runs WHERE run_id = ?", [run_id])
+        assert len(stored) == 1 and int(stored.iloc[0]["steps"]) == n
+    assert not list(runs.glob("*.partial.jsonl"))
+    shards = [json.loads((runs / f"reference-shard{i:02d}.json").read_text()) for i in range(2)]
+    assert [(s["num_shards"], s["shard_index"], s["total_input_steps"]) for s in shards] == [(2, 0, n), (2, 1, n)]
+
+    again = client.predict(*sweep_args(["reference"], tasks=[task]), api_name="/run_sweep")
+    assert "already complete: reference.json" in again and "nothing to run on the cluster" in again
+
+
+def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_model_dir, monkeypatch):
+    from gradio_client import Client
+
+    import lab.ui.batch.sweep_panel as panel
+
+    url, ctx, root = served
+    monkeypatch.setattr(panel, "CHUNK", 1)  # every step comes back on its own: Stop lands between steps
+    client = Client(url, verbose=False)
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"  # typed into the SPEC box
+    early = [s.key for s in ctx.replay.steps if s.bucket == "early"]
+    checkpoint = Path(ctx.settings.runs_dir) / "ts.partial.jsonl"
+    job = client.submit(*sweep_args([], specs=spec, buckets=["early"]), api_name="/run_sweep")
+    deadline = time.time() + 240
+    while not (checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 1):
+        assert time.time() < deadline and not job.done(), "no step came back to the app"
+        time.sleep(0.1)
+    seen_live = [o for o in job.outputs() if rows_of(o).get("ts", {}).get("state") == "running"]
+    t_stop = time.perf_counter()
+    client.predict(api_name="/stop_batch")
+    final = job.result(timeout=120)
+    stopped_in = time.perf_counter() - t_stop
+    row = rows_of(final)["ts"]
+    assert row["state"].startswith("stopped") and "resume" in row["state"], final
+    kept = [json.loads(line)["row"] for line in checkpoint.read_text().splitlines()[1:]]
+    assert 1 <= len(kept) < len(early) and row["steps"] == f"{len(kept)}/{len(early)}"
+    assert not (Path(ctx.settings.runs_dir) / "ts.json").exists()
+    assert seen_live, "the table showed the engine running before Stop"
+    deadline = time.time() + 30
+    while servers_of(tiny_model_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not servers_of(tiny_model_dir), "a stopped sweep left its model server running"
+    print(f"\nStop pressed -> sweep ended in {stopped_in:.2f} s with {len(kept)}/{len(early)} steps kept")
+
+    job = client.submit(*sweep_args([], specs=spec, buckets=["early"]), api_name="/run_sweep")
+    final = job.result(timeout=300)
+    assert rows_of(final)["ts"]["state"].startswith("done · saved ts.json"), final
+    counts = [int(r["steps"].split("/")[0]) for o in job.outputs() for name, r in rows_of(o).items() if name == "ts"]
+    assert min(c for c in counts if c) >= len(kept), counts  # resumed from the kept steps, not from zero
+    rows = json.loads((Path(ctx.settings.runs_dir) / "ts.json").read_text())["per_step"]
+    assert [f"{r['task_id']}/{r['step_idx']}" for r in rows] == early
+    # the kept steps themselves, timings included: not generated again (steps run side by side, so
+    # the checkpoint holds them in the order they finished; the saved run is in replay order)
+    by_key = {f"{r['task_id']}/{r['step_idx']}": r for r in rows}
+    assert [by_key[f"{r['task_id']}/{r['step_idx']}"] for r in kept] == kept
+    assert not checkpoint.exists()
+
+
+def test_unreachable_cluster_and_missing_ray_are_one_line(served, monkeypatch):
+    from lab.ui.batch.sweep_panel import plan_sweep, render_view, sweep_updates
+
+    _, ctx, _ = served
+    choice = plan_sweep(ctx, ["reference"], "", [ctx.replay.tasks[1]], [], [], 1, 1, True, "nowhere")
+    monkeypatch.setattr(ctx.settings, "ray_address", f"127.0.0.1:{free_port()}")
+    t0 = time.perf_counter()
+    views = list(sweep_updates(ctx, choice, True, threading.Event()))
+    assert time.perf_counter() - t0 < 10
+    error = views[-1].error
+    assert error.startswith("cannot reach the Ray cluster at 127.0.0.1:") and "\n" not in error
+    assert rows_of(render_view(views[-1]))["nowhere"]["state"] == "not started"
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as where it is not installed
+    views = list(sweep_updates(ctx, choice, True, threading.Event()))
+    assert views[-1].error == "Ray is not installed in the lab's environment: pip install -r requirements-ray.txt"
+
+    for bad, why in ((dict(shards=0), "shards"), (dict(samples="many"), "samples"), (dict(specs="nokind:x"), "nokind")):
+        args = dict(names=["reference"], patterns="", task_sel=[], bucket_sel=[], group_sel=[], shards=1, samples=1,
+                    fresh=False, run_name="")
+        args.update({"patterns" if k == "specs" else k: v for k, v in bad.items()})
+        with pytest.raises(Exception) as err:
+            plan_sweep(ctx, **args)
+        assert why in str(err.value) and "\n" not in str(err.value)
+
+
+def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
+    """In a real browser: tick an engine, name the run, click the cluster button; the table reaches done
+    with the node, the overall line and the dashboard line."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed at /usr/bin/chromium")
+    url, ctx, _ = served
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.goto(url)
+        page.get_by_role("tab", name="Batch").click()
+        expect(page.locator("#lab-sweep-run")).to_be_visible()
+        page.locator("#lab-batch-engines").get_by_label("reference", exact=True).check()
+        page.get_by_label("run name (optional; one engine only; default: engine name)").fill("browser-ref")
+        page.locator("#lab-sweep-run").click()
+        live = page.locator("#lab-batch-live")
+        n = len(ctx.replay.steps)
+        expect(live.locator('tr[data-engine="browser-ref"] [data-field="state"]')).to_contain_text(
+            "done · saved browser-ref.json")
+        expect(live.locator('tr[data-engine="browser-ref"] [data-field="steps"]')).to_have_text(f"{n}/{n}")
+        expect(live.locator('tr[data-engine=""] [data-field="steps"]')).to_have_text(f"{n}/{n}")  # overall
+        expect(live.locator('[data-field="dashboard"]')).to_have_text("dashboard off")
+        expect(live.locator('tr[data-engine="browser-ref"] [data-field="node"]')).to_contain_text(" · ")
+        page.screenshot(path=str(shot_dir(tmp_path) / "batch-sweep.png"), full_page=True)
+        browser.close()
+    assert (Path(ctx.settings.runs_dir) / "browser-ref.json").is_file()

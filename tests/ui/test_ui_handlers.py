@@ -1,0 +1,144 @@
+"""The app's handlers: step switching, stored/reference columns, engines, over a real Gradio server."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.data import load_replay
+from lab.engines.registry import create_engine
+from lab.runs.pipeline import run_steps
+from lab.resultfiles.resultfile import write_result_file
+from lab.scoring.aggregate import aggregate_scores
+from lab.scoring.metrics import score_units
+from lab.settings import Settings
+from tests.helpers_servers import serve_lab
+from tests.paths import EXCERPT
+
+pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+
+
+def alter_units(units: list[str], variant: int) -> list[str]:
+    """Deterministically damaged copies of the reference units (one of four kinds of damage)."""
+    units = list(units)
+    if variant == 0 and len(units) > 1:
+        return units[:-1]  # a missed last command
+    if variant == 1 and units:
+        return [units[0] + " --verbose", *units[1:]]  # a changed first command
+    if variant == 2:
+        return [*units, "echo done"]  # an extra command
+    return units[::-1]  # same commands, reversed order
+
+
+def write_stored_run(path: Path, name: str, offset: int = 0) -> dict:
+    """A result file (published schema) built from the excerpt with deliberately altered pred units.
+
+    Metrics are the lab scorer's on the altered units, as a harness run would have stored them.
+    """
+    replay = load_replay(str(EXCERPT))
+    engine = create_engine("reference")
+    engine.load()
+    rows = []
+    for i, result in enumerate(run_steps(engine, replay.steps)):
+        row = dict(result.per_step)
+        pred = alter_units(row["ref_command_units"], (i + offset) % 4)
+        row["pred_command_units"] = pred
+        row.update(score_units(pred, row["ref_command_units"]).to_dict())
+        row["pred_preview"] = json.dumps({"analysis": "stored", "plan": "", "commands": [
+            {"keystrokes": u + "\n", "duration": 0.1} for u in pred]})
+        row["raw_output"] = row["pred_preview"]
+        rows.append(row)
+    result = {"model": name, "model_short": name, "model_path": name, "gpu": "none", "eval_path": str(EXCERPT),
+              "timestamp": "2026-01-01T00:00:00", "scoring_version": "corrected_303",
+              "aggregate": aggregate_scores(rows), "per_step": rows}
+    write_result_file(path, result)
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A real lab (excerpt replay, reference + one stored run) served on 127.0.0.1."""
+    from lab.ui.app import create_context
+
+    root = tmp_path_factory.mktemp("ui")
+    results = root / "results"
+    runs = results / "runs"
+    stored = write_stored_run(runs / "altered.json", "altered")
+    settings = Settings(results_dir=results, runs_dir=runs, db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, ["reference", f"stored:{runs / 'altered.json'}"])
+    ctx.pool.wait()
+    with serve_lab(ctx) as (demo, url):
+        yield ctx, demo, url, stored
+
+
+def test_step_outputs_show_reference_and_stored_metrics(lab):
+    from lab.ui.compare.compare_tab import step_outputs
+
+    ctx, _, _, stored = lab
+    key = ctx.replay.steps[2].key
+    out = step_outputs(ctx, key)
+    row = next(r for r in stored["per_step"] if f"{r['task_id']}/{r['step_idx']}" == key)
+    assert out.step_key == key and out.task_id == key.split("/")[0]
+    assert 'data-engine="reference"' in out.columns_html
+    assert "<b>1.0000</b>" in out.columns_html  # reference F1
+    assert f"<b>{row['command_f1']:.4f}</b>" in out.columns_html  # the stored run's F1, rescored identically
+    assert out.heat_engine == "altered"  # the heatmap prefers a non-reference engine
+    assert out.heat_figure is not None
+
+
+def test_neighbour_keys_walk_the_dataset_and_clamp(lab):
+    from lab.ui.compare.compare_tab import neighbour_key
+
+    ctx = lab[0]
+    keys = ctx.step_keys()
+    assert neighbour_key(ctx, keys[0], -1) == keys[0]
+    assert neighbour_key(ctx, keys[0], +1) == keys[1]
+    assert neighbour_key(ctx, keys[-1], +1) == keys[-1]
+
+
+def test_bad_spec_is_a_message_not_a_traceback(lab):
+    from lab.errors import LabError
+
+    ctx = lab[0]
+    with pytest.raises(LabError) as info:
+        ctx.add_engine("nosuchkind:whatever")
+    assert "nosuchkind" in str(info.value)
+
+
+def test_missing_stored_file_fails_in_its_column(lab, tmp_path):
+    from lab.ui.compare.compare_tab import step_outputs
+
+    ctx = lab[0]
+    name = ctx.add_engine(f"stored:{tmp_path / 'missing.json'}", wait=True)
+    try:
+        out = step_outputs(ctx, ctx.step_keys()[0])
+        assert 'data-state="failed"' in out.columns_html
+        assert "missing.json" in out.columns_html
+        assert "Traceback" not in out.columns_html
+    finally:
+        ctx.remove_engine(name)
+
+
+def test_http_next_step_over_gradio_client(lab):
+    from gradio_client import Client
+
+    ctx, _, url, _ = lab
+    client = Client(url, verbose=False)
+    keys = ctx.step_keys()
+    result = client.predict(keys[0], False, None, api_name="/next_step")
+    task_update, step_update, context_html, columns_html, f1_html = result[:5]
+    assert step_update["value"] == keys[1]
+    assert "reference" in columns_html and "1.0000" in f1_html
+    assert "largest gap" in f1_html
+
+
+def test_http_generate_streams_columns(lab):
+    from gradio_client import Client
+
+    ctx, _, url, _ = lab
+    client = Client(url, verbose=False)
+    job = client.submit(ctx.step_keys()[3], False, None, api_name="/generate")
+    final = job.result()
+    assert 'data-state="ready"' in final[0]

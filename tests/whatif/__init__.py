@@ -1,0 +1,1 @@
+"""lab/whatif: edits and their store."""
