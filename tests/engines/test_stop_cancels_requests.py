@@ -25,7 +25,7 @@ def test_stop_cuts_in_flight_requests(tiny_model_dir, tmp_path):
         engine = create_engine(f"openai:{url}#{tiny_model_dir}?concurrency=2&name=slow")
         engine.load()
         try:
-            sampling = Sampling(max_tokens=1500)  # seconds per answer on CPU: Stop lands mid-request
+            sampling = Sampling(max_tokens=300)  # seconds per answer on CPU: Stop lands mid-request
             config = ReplayConfig(out_dir=tmp_path, eval_path=str(EXCERPT), run_name="slow", chunk_size=len(steps),
                                   sampling=sampling, allow_raw_fallback=True)
             stop = threading.Event()
