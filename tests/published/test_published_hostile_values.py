@@ -143,7 +143,7 @@ def test_a_slow_steady_link_still_completes(tmp_path):
     """A file sent at about 4 times the minimum rate, for several windows, arrives whole."""
     run = unknown_run()
     body = SAMPLE.read_bytes()
-    chunk = 400  # bytes every 0.5 s: 800 B/s against a 200 B/s minimum
+    chunk = 2000  # bytes every 0.5 s: 4,000 B/s against a 1,000 B/s minimum
 
     def steady(h):
         h.send_response(200)
@@ -154,7 +154,8 @@ def test_a_slow_steady_link_still_completes(tmp_path):
             h.wfile.flush()
             time.sleep(0.5)
 
-    limits = {**RATE, "min_rate_bytes_s": 200}
+    limits = {**RATE, "min_rate_bytes_s": 1000}
+    assert len(body) / (2 * chunk) > 3 * limits["min_rate_window_s"]  # the sample lasts several windows
     with hostile_server(steady) as (base, _):
         out, took, results = fetch(tmp_path, base, run, **limits)
     assert out.returncode == 0, out.stdout + out.stderr
