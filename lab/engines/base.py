@@ -70,6 +70,10 @@ class EngineInfo:
     memory_gb: float | None = None
     lora: str | None = None
     notes: str = ""
+    architecture: str | None = None  # the model's class (config.json `architectures`), where known
+    context_length: int | None = None  # the context the engine runs the model with
+    dtype: str | None = None
+    flags: list[str] | None = None  # a managed server's command-line flags
 
 
 @runtime_checkable

@@ -416,4 +416,4 @@ class OpenAIEngine(EngineBase):
         if self.loaded and self.tokenizer is None:
             parts.append("no local tokenizer (identity-based prompt formats)")
         return EngineInfo(kind=self.kind, model=self.model_id, device=f"remote {self.base_url}{extra}",
-                          notes="; ".join(parts))
+                          notes="; ".join(parts), context_length=self.max_model_len)

@@ -434,4 +434,15 @@ class TransformersEngine(EngineBase):
             memory_gb=self.memory_gb(),
             lora=self.lora,
             notes=f"batch_size={self.batch_size}",
+            architecture=self._architecture(),
+            context_length=self.max_model_len,
+            dtype=str(self.dtype).removeprefix("torch.") if self.dtype is not None else None,
         )
+
+    def _architecture(self) -> str | None:
+        """The loaded model's class as its config names it (the class itself where the config does not)."""
+        if self.model is None:
+            return None
+        archs = getattr(getattr(self.model, "config", None), "architectures", None)
+        base = getattr(self.model, "base_model", None) if self.lora else None  # peft wraps the model
+        return str(archs[0]) if archs else type(base or self.model).__name__

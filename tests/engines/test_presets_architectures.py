@@ -169,6 +169,23 @@ def test_replay_with_the_preset_through_vllm(served, tmp_path):
     assert ("--language-model-only" in argv) == bool(preset.engine.get("language_model_only"))
     if served.adapter:
         assert result["lora_path"] == str(served.adapter) and "--enable-lora" in argv
+    # the Engines tab and the prompt audit say what runs: architecture, context, dtype, preset, flags
+    from transformers import AutoConfig
+
+    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.ui.shell.context import entry_from_status
+
+    architecture = AutoConfig.from_pretrained(served.folder).architectures[0]
+    for engine, flags in ((served.vllm, True), (served.hf, False)):
+        info = engine.describe()
+        assert (info.architecture, info.context_length, info.dtype) == (architecture, CONTEXT, served.arch.dtype), info
+        assert bool(info.flags) == flags and (not flags or "--language-model-only" in info.flags
+                                              or not preset.engine.get("language_model_only"))
+        row = {"name": engine.name, "spec": engine.spec, "kind": engine.kind, "state": "ready",
+               "preset": getattr(engine, "preset_key", None)}
+        html = render_engine_table([entry_from_status(row, engine)])
+        assert f"{architecture} · context {CONTEXT:,} · {served.arch.dtype}" in html and row["preset"] in html
+        assert ("server flags" in html) == flags
     print(f"\n{served.arch.builder}: build {served.timings['build_s']:.1f} s, vLLM start {served.start_s:.1f} s, "
           f"replay of {len(served.steps)} steps {served.timings['replay_s']:.1f} s")
 
@@ -270,3 +287,22 @@ def check_adapter_applied(served: Served) -> None:
         with served.hf_lora.disable_adapter():
             without = served.hf_lora(input_ids=ids).logits[0, -1]
     assert not torch.equal(with_adapter, without)
+
+
+def test_reference_log_probabilities_equal_transformers_within_the_dtype(served):
+    """Issue 25's parity on each preset architecture: the reference answer's per-token log-probabilities by
+    teacher forcing, vLLM (`prompt_logprobs` on the joined ids) against the lab's in-process transformers
+    (one forward pass), on the same rendered prompts: within 1e-3 in float32 (LFM2-MoE, Gemma-4), within
+    bfloat16's rounding for Qwen3.5 (its CPU kernels need bfloat16)."""
+    tolerance = 1e-3 if served.arch.dtype == "float32" else ROUNDING["bfloat16"]
+    report = []
+    for step in served.steps:
+        prompt = render_for_engine(served.vllm, step).text
+        got = served.vllm.score_reference(prompt, step.ref_raw)
+        want = served.hf.score_reference(prompt, step.ref_raw)
+        assert got.error is None and want.error is None, (got.error, want.error)
+        assert got.prompt_tokens == want.prompt_tokens and len(got.logprobs) == len(want.logprobs) > 0
+        worst = max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs))
+        report.append(f"{step.key}: {len(got.logprobs)} reference tokens, largest gap {worst:.2e}")
+        assert worst <= tolerance, report[-1]
+    print(f"\n{served.arch.builder} ({served.arch.dtype}) reference log-probabilities: " + "; ".join(report))

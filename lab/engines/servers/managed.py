@@ -235,9 +235,18 @@ class ManagedEngine(EngineBase):
         notes = ""
         if server is not None:
             notes = f"{server.base_url} · pid {server.pid} · log {server.log_path}"
+        from lab.engines.model_facts import config_facts, server_flags
+
+        architecture, config_context = config_facts(self.model_id)
         return EngineInfo(kind=self.kind, model=self.model_id, device=self.device_text(),
                           memory_gb=gpu_memory_gb(server.process_ids()) if server else None,
-                          lora=getattr(self, "lora", None), notes=notes)
+                          lora=getattr(self, "lora", None), notes=notes, architecture=architecture,
+                          context_length=self.max_model_len or config_context, dtype=self.dtype_text(),
+                          flags=server_flags(list(server.argv), self.model_id) if server is not None else None)
+
+    def dtype_text(self) -> str | None:
+        """The dtype the server runs the model in, as it was asked ('auto': the server's choice)."""
+        return None
 
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys: the client's settings plus the server's command line."""

@@ -71,6 +71,9 @@ class TransformersServeEngine(ManagedEngine):
         self.context: tuple[int, str] | None = (self.asked_max_model_len, "max_model_len option") if asked else None
         self._generation_base: dict | None = None
 
+    def dtype_text(self) -> str | None:
+        return self.dtype
+
     def prepare(self) -> None:
         self.model_source = check_model_source(self.model_id)
         if self.context is None:  # `transformers serve` does not report it: read the model's config

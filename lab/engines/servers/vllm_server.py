@@ -308,6 +308,9 @@ class VLLMServerEngine(ManagedEngine):
     def placement(self) -> dict:
         return {**super().placement(), "kv_cache_gb": self.kv_cache_gb if self.on_cpu else None}
 
+    def dtype_text(self) -> str | None:
+        return str(self.settings.get("dtype", "auto"))
+
     def device_text(self) -> str:
         tp = self.settings.get("tensor_parallel_size", 1)
         if self.on_cpu:

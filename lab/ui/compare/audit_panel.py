@@ -8,6 +8,7 @@ from lab.data.step import Step
 from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
 from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
 from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
+from lab.ui.shell.model_text import model_facts_text
 from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.compare.render_audit import audit_summary, render_audit_body
 from lab.ui.compare.step_view import AUDIT_DISPLAY_ONLY, AUDIT_ERROR, AUDIT_PENDING, AuditView, audit_view_from
@@ -67,6 +68,7 @@ def column_audit(ctx: LabContext, entry: EngineEntry, step: Step, compute: bool 
         audit = compute_audit(entry.engine, step)
     except Exception as exc:  # noqa: BLE001 - shown in the panel; not cached, so reopening retries
         return AuditView(AUDIT_ERROR, error=f"{type(exc).__name__}: {exc}")
+    audit.model, audit.preset, audit.flags = model_facts_text(entry), entry.preset, entry.flags
     ctx.audits.put((entry.name, step.key), audit)
     return audit
 

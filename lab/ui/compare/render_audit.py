@@ -55,8 +55,16 @@ def render_audit_body(audit: AuditView) -> str:
         )
     if audit.state == AUDIT_ERROR:
         return f'<div class="lab-error-text">{esc(audit.error)}</div>'
-    rows = [("status", _chip(audit.status or "unknown", "warn" if audit.error else "ok")
-             + (f'<div class="lab-warn">template error: {esc(audit.error)}</div>' if audit.error else ""))]
+    rows = []
+    if audit.model or audit.preset or audit.flags:
+        model = esc(audit.model or "architecture unknown")
+        if audit.preset:
+            model += f" · preset <code>{esc(audit.preset)}</code>"
+        if audit.flags:
+            model += f'<div class="lab-subhead">server flags</div><code class="lab-audit-flags">{esc(" ".join(audit.flags))}</code>'
+        rows.append(("model", f'<span data-audit-model="1">{model}</span>'))
+    rows.append(("status", _chip(audit.status or "unknown", "warn" if audit.error else "ok")
+                 + (f'<div class="lab-warn">template error: {esc(audit.error)}</div>' if audit.error else "")))
     if audit.state == AUDIT_VERBATIM:
         rows.append(("own template", "not used: the contract's prompt is sent verbatim (no chat template)"))
     elif audit.matches_own is None:

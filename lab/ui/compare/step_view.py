@@ -231,6 +231,9 @@ class AuditView:
     cut_chars: int | None = None
     cut_lines: int | None = None
     cut_preview: list[str] = field(default_factory=list)
+    model: str = ""  # the engine's architecture · context · dtype (lab.engines.model_facts)
+    preset: str | None = None
+    flags: list[str] | None = None  # a managed server's flags (None for a public visitor)
 
     @property
     def budget(self) -> int | None:

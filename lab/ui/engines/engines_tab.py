@@ -9,6 +9,7 @@ import gradio as gr
 from lab.errors import LabError
 from lab.jsontext import one_line
 from lab.ui.shell.context import EngineEntry, LabContext
+from lab.ui.shell.model_text import model_facts_text
 from lab.ui.shell.handles import CompareHandle
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
@@ -73,12 +74,23 @@ def render_engine_table(entries: list[EngineEntry]) -> str:
         device = e.device or server.get("device") or "–"
         rows.append(
             f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div>{preset}</td>"
-            f"<td>{esc(e.kind)}</td><td>{state}</td><td data-port>{port}</td><td data-pid>{pid}</td><td>{gpu}</td>"
+            f"<td>{esc(e.kind)}</td><td data-model>{_model_cell(e)}</td><td>{state}</td><td data-port>{port}</td>"
+            f"<td data-pid>{pid}</td><td>{gpu}</td>"
             f"<td>{esc(device)}</td><td>{memory}</td><td>{esc(e.notes)}</td></tr>"
         )
-    head = ("<tr><th>engine</th><th>kind</th><th>status</th><th>port</th><th>PID</th><th>GPU memory</th>"
+    head = ("<tr><th>engine</th><th>kind</th><th>model</th><th>status</th><th>port</th><th>PID</th><th>GPU memory</th>"
             "<th>device</th><th>memory</th><th>notes</th></tr>")
     return f'<table class="lab-engines">{head}{"".join(rows)}</table>'
+
+
+def _model_cell(e: EngineEntry) -> str:
+    """The Engines table's model cell: architecture, context, dtype, preset, and a server's flags folded."""
+    text = model_facts_text(e)
+    cell = f'<div class="lab-model-facts">{esc(text)}</div>' if text else ('–' if e.state == "ready" else "")
+    if e.flags:
+        cell += (f'<details class="lab-flags"><summary>server flags ({len(e.flags)})</summary>'
+                 f'<code>{esc(" ".join(e.flags))}</code></details>')
+    return cell
 
 
 def loading_policy_html(ctx: LabContext) -> str:

@@ -59,6 +59,10 @@ class EngineEntry:
     notes: str = ""
     server: dict | None = None  # managed servers: state, pid, port, exit code, log tail, GPU memory
     preset: str | None = None  # the preset whose settings the engine runs with (bare or `?preset=KEY`)
+    architecture: str | None = None  # the model's class (lab.engines.model_facts), context and dtype it runs with
+    context_length: int | None = None
+    dtype: str | None = None
+    flags: list[str] | None = None  # a managed server's command-line flags (never shown to a public visitor)
 
     @property
     def instant(self) -> bool:
@@ -260,6 +264,7 @@ class LabContext:
     def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
         entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
                                                 self.shown_text(entry.notes))
+        entry.flags = None  # the server's command line is the owner's
         if entry.server:  # a managed server's log tail and log file: no server paths, no command line
             from lab.engines.servers.supervisor import without_command
 
@@ -376,4 +381,8 @@ def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
         notes=str(getattr(info, "notes", "") or "") if info else "",
         server=row.get("server"),
         preset=row.get("preset"),
+        architecture=getattr(info, "architecture", None),
+        context_length=getattr(info, "context_length", None),
+        dtype=getattr(info, "dtype", None),
+        flags=getattr(info, "flags", None),
     )

@@ -1,0 +1,53 @@
+"""What a model is, from its config.json (a local folder, or the Hub cache: never the network): its
+architecture and the context its config gives. Engines add what they run it with (dtype, context,
+server flags) in `EngineInfo`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# the config fields that give a context length, first found wins (a multimodal model's text config first)
+CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+
+
+def _config_file(model: str) -> Path | None:
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        found = folder / "config.json"
+        return found if found.is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - not a Hub id, or no cache: nothing known
+        return None
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def config_facts(model: str | None) -> tuple[str | None, int | None]:
+    """(architecture, context length from the config) of `model`, each None where unknown."""
+    path = _config_file(model) if model else None
+    if path is None:
+        return None, None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(config, dict):
+        return None, None
+    archs = config.get("architectures")
+    arch = str(archs[0]) if isinstance(archs, list) and archs else (str(config.get("model_type") or "") or None)
+    for part in (config.get("text_config"), config):
+        if isinstance(part, dict):
+            for name in CONTEXT_FIELDS:
+                if isinstance(part.get(name), int) and part[name] > 0:
+                    return arch, int(part[name])
+    return arch, None
+
+
+def server_flags(argv: list[str], model: str) -> list[str]:
+    """A server's command line after its executable, subcommand and model: the flags it was given."""
+    args = list(argv[1:])
+    if model in args:
+        args = args[args.index(model) + 1:]
+    return args
