@@ -5,7 +5,9 @@ Three configurations, each process started fresh for each measurement, run inter
 recorded with every figure:
 
   app alone    a real `python app.py --engine T`, driven through gradio_client: `/generate` on the step,
-               submit to the last output (render, generate, parse, score, the columns' HTML);
+               submit to the output where the column shows its answer (render, generate, parse, score,
+               the columns' HTML); the last output, which adds the reference's NLL beside the F1 (one
+               more prefill, after every answer), is printed beside it;
   cli          `python -m lab replay --engine T --tasks TASK --limit 1`: the step's generation time as the
                result file records it (`gen_time_sec`, 0.1 s: render, generate, parse, score);
   app beside   the app with T and a second engine (`--beside`: another in-process `transformers:`, a
@@ -106,8 +108,9 @@ def engines_ready(client, names: list[str]) -> bool:
 
 
 def time_app(lab: Path, replay: str, specs: list[str], names: list[str], step_key: str, tmp: Path,
-             ready_timeout: float) -> float:
-    """Start the app with `specs`, wait for the engines, time one Generate on `step_key`; stop the app."""
+             ready_timeout: float) -> tuple[float, float]:
+    """Start the app with `specs`, wait for the engines, time one Generate on `step_key`: (until every
+    column shows its answer, until its last output: each live model's reference NLL after them); stop the app."""
     from gradio_client import Client
 
     port = free_port()
@@ -129,13 +132,20 @@ def time_app(lab: Path, replay: str, specs: list[str], names: list[str], step_ke
                 sys.exit(f"bench_inproc_app: engines not ready after {ready_timeout:.0f} s (log: {tmp / 'app.log'})")
             time.sleep(2)
         start = time.perf_counter()
-        columns = client.predict(step_key, False, None, api_name="/generate")[0]
+        job = client.submit(step_key, False, None, api_name="/generate")
+        shown = None  # when every column first showed its answer (later outputs add the reference NLL)
+        columns = ""
+        for out in job:
+            columns = out[0]
+            if shown is None and columns.count('data-state="ready"') >= len(names):
+                shown = time.perf_counter() - start
+        job.result()
         took = time.perf_counter() - start
         answered = columns.count('data-state="ready"')
         if answered < len(names):
             sys.exit(f"bench_inproc_app: only {answered} of {len(names)} columns answered:\n{columns[:2000]}")
         client.close()
-        return took
+        return shown if shown is not None else took, took
     finally:
         stop_process(proc)
 
@@ -183,17 +193,21 @@ def main() -> None:
         print(f"lab {lab}; step {step.key} (task {step.task_id}); max_tokens {args.max_tokens}; "
               f"beside: {args.beside}; {os.cpu_count()} CPUs", flush=True)
         times: dict[str, list[float]] = {name: [] for name in [*configs, "cli"]}
+        totals: dict[str, list[float]] = {}  # an app's Generate until its last output
         for round_no in range(1, args.rounds + 1):
             order = [next(iter(configs)), "cli", *list(configs)[1:]]
             for name in order:
                 load_before = load_average()
+                extra = ""
                 if name == "cli":
                     took = time_cli(lab, args.replay, inproc, step.task_id, tmp)
                 else:
                     specs, names = configs[name]
-                    took = time_app(lab, args.replay, specs, names, step.key, tmp, args.ready_timeout)
+                    took, total = time_app(lab, args.replay, specs, names, step.key, tmp, args.ready_timeout)
+                    totals.setdefault(name, []).append(total)
+                    extra = f", reference NLL beside F1 at {total:.2f} s"
                 times[name].append(took)
-                print(f"round {round_no} {name:>10}: {took:7.2f} s  (load average {load_before:.2f} -> "
+                print(f"round {round_no} {name:>10}: {took:7.2f} s{extra}  (load average {load_before:.2f} -> "
                       f"{load_average():.2f})", flush=True)
         cli = statistics.median(times["cli"])
         print(f"\nmedians over {args.rounds} rounds (load average now {load_average():.2f}):")
@@ -202,7 +216,8 @@ def main() -> None:
             med = statistics.median(times[name])
             ratios = [a / b for a, b in zip(times[name], times["cli"])]
             print(f"  {name:<10} {med:7.2f} s   ratio to cli {med / cli:.2f} "
-                  f"(per round: {', '.join(f'{r:.2f}' for r in ratios)})")
+                  f"(per round: {', '.join(f'{r:.2f}' for r in ratios)}); all outputs, the reference NLL "
+                  f"included: {statistics.median(totals[name]):.2f} s")
 
 
 if __name__ == "__main__":

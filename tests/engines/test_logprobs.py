@@ -256,10 +256,15 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
         ctx.pool.wait()
         from lab.ui.compare.step_data import answer_step
 
-        entries = {e.name: e for e in ctx.engine_entries()}
-        for entry in entries.values():
-            answer_step(ctx, entry, step)
+        from lab.ui.compare.compare_tab import generate_views
+
+        shown = list(generate_views(ctx, step.key))  # Generate: answers first, then the live model's prefill
+        for entry in ctx.engine_entries():
+            answer_step(ctx, entry, step) if (entry.name, step.key) not in ctx.views else None
         html = step_outputs(ctx, step.key).columns_html
+        answered = next(i for i, views in enumerate(shown) if all(v.state == "ready" for v in views))
+        assert all(v.ref_nll is None for v in shown[answered] if v.kind == "transformers")  # the answer is not held
+        assert shown[-1][[v.kind for v in shown[-1]].index("transformers")].ref_nll.nll_per_token is not None
     finally:
         ctx.pool.close_all()
         if ctx.store is not None:

@@ -18,8 +18,9 @@ from lab.ui.shell.notice import render_notice
 from lab.ui.compare.render_html import render_columns, render_context, render_f1_gap
 from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
 from lab.ui.compare.samples_panel import build_samples_panel
+from lab.ui.compare.reference_nll import needs_reference_prefill, reference_nll
 from lab.ui.compare.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
-from lab.ui.compare.step_view import RUNNING, EngineView, engine_view_state, f1_gap
+from lab.ui.compare.step_view import READY, RUNNING, EngineView, engine_view_state, f1_gap
 from lab.ui.compare.whatif_view import build_whatif_view
 
 # Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
@@ -192,6 +193,14 @@ def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
         waiting.pop(name, None)
         views[name] = view
         yield [views[e.name] for e in entries]
+    # Then, with every answer shown and no generation left to slow down, each live model's reference
+    # likelihood (one prefill each, one engine at a time): the columns gain it beside their F1.
+    for e in todo:
+        view = views[e.name]
+        if view.state == READY and view.ref_nll is None and needs_reference_prefill(e):
+            views[e.name] = replace(view, ref_nll=reference_nll(ctx, e, step, view.prompt_text))
+            ctx.views.put((e.name, key), views[e.name])
+            yield [views[e.name] for e in entries]
 
 
 @dataclass

@@ -22,12 +22,17 @@ class ReferenceNll:
     why: str | None = None
 
 
+def needs_reference_prefill(entry: EngineEntry) -> bool:
+    """Whether `entry`'s reference likelihood takes a forward pass (a live model), not a store lookup."""
+    return hasattr(entry.engine, "score_reference") and entry.kind not in ("stored", "reference")
+
+
 def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: str) -> ReferenceNll:
     """The reference NLL per token of `step` under `entry`'s engine (never raises)."""
     engine = entry.engine
     if not getattr(step, "ref_raw", None):
         return ReferenceNll(why="the step has no recorded reply")
-    if hasattr(engine, "score_reference") and entry.kind not in ("stored", "reference"):
+    if needs_reference_prefill(entry):
         try:
             score = engine.score_reference(prompt_text, step.ref_raw)
         except Exception as exc:  # noqa: BLE001 - an engine that cannot score says so in its column

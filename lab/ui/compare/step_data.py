@@ -49,8 +49,8 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     try:
         result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
-        if view.state == READY and entry.kind != "reference":  # beside its F1: how likely the reference was
-            view.ref_nll = reference_nll(ctx, entry, step, view.prompt_text)
+        if view.state == READY and entry.kind == "stored":  # beside its F1: its model's score-reference figure
+            view.ref_nll = reference_nll(ctx, entry, step, view.prompt_text)  # (a live model's: generate_views)
     except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
         view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
         return view  # not cached: the user may retry
