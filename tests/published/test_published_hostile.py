@@ -125,6 +125,7 @@ def test_bad_aggregate_fields_are_one_line(tmp_path, case):
     assert "avg_command_f1" in line or "digits" in line, line
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_nested_per_step_and_no_steps_are_refused(tmp_path):
     run = unknown_run()
     nested = good_result()
@@ -156,6 +157,7 @@ def test_gzip_body_within_the_cap_is_read(tmp_path):
     assert (pub.run_file(results, run)).read_bytes() == SAMPLE.read_bytes()
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_slow_drip_and_silent_servers_meet_the_file_deadline(tmp_path):
     run = unknown_run()
     body = SAMPLE.read_bytes()

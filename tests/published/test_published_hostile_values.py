@@ -72,6 +72,7 @@ def huge_step_file(units: int, unit_chars: int = 12) -> bytes:
     return json.dumps(data).encode()
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_steps_beyond_sane_sizes_are_refused(tmp_path):
     run = unknown_run()
     for i, (body, words, limits) in enumerate([
@@ -92,6 +93,7 @@ def test_steps_beyond_sane_sizes_are_refused(tmp_path):
 RATE = {"min_rate_bytes_s": 200, "min_rate_window_s": 2, "file_deadline_s": 120, "read_timeout_s": 30}
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_a_trickle_is_cut_by_the_minimum_rate_long_before_the_deadline(tmp_path):
     run = unknown_run()
     body = SAMPLE.read_bytes()
@@ -139,6 +141,7 @@ def test_a_trickle_is_cut_by_the_minimum_rate_long_before_the_deadline(tmp_path)
     assert took < 30, took
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_a_slow_steady_link_still_completes(tmp_path):
     """A file sent at about 4 times the minimum rate, for several windows, arrives whole."""
     run = unknown_run()

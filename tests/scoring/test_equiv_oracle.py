@@ -1,5 +1,7 @@
 """equiv_f1 proved on an oracle: a corpus of pairs whose truth a real bash decides by running both
 sides (tests/scoring/equiv_oracle.py); the rules never write alike two sides the shell runs differently."""
+import pytest
+
 from tests.scoring.equiv_oracle import equiv_f1_is_one, harness_full_match, load_corpus, rules_claim, run_side, shell_equivalent
 
 # the pairs issue 17 names, as (ref, pred) first units of a pair in the corpus
@@ -30,6 +32,7 @@ def test_the_corpus_is_big_enough_and_holds_the_issues_pairs():
     assert ISSUE_PAIRS <= {(p["ref"][0], p["pred"][0]) for p in pairs}
 
 
+@pytest.mark.slow  # over 5 s: out of the fast loop
 def test_bash_says_what_the_corpus_says():
     wrong = [(p["ref"], p["pred"], p["equivalent"]) for p in load_corpus()
              if shell_equivalent(p["ref"], p["pred"]) != p["equivalent"]]
