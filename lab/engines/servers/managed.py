@@ -237,7 +237,8 @@ class ManagedEngine(EngineBase):
             notes = f"{server.base_url} · pid {server.pid} · log {server.log_path}"
         from lab.engines.model_facts import config_facts, server_flags
 
-        architecture, config_context = config_facts(self.model_id)
+        # what the server was given (a visitor's ORG/NAME: its Hub cache folder, never a same-named local one)
+        architecture, config_context = config_facts(getattr(self, "model_source", None))
         return EngineInfo(kind=self.kind, model=self.model_id, device=self.device_text(),
                           memory_gb=gpu_memory_gb(server.process_ids()) if server else None,
                           lora=getattr(self, "lora", None), notes=notes, architecture=architecture,

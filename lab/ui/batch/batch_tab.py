@@ -1,6 +1,7 @@
 """The Batch tab: replay all or a filtered part of the steps on chosen engines, with progress."""
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from lab.errors import LabError
 from lab.runs.names import finished_run_file, new_run_name, safe_run_name
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
-from lab.ui.shell.context import LabContext
+from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.public import BATCH_OFF, batch_allowed, sweep_allowed
@@ -130,7 +131,7 @@ def run_batch(
     return rows
 
 
-def _score_reference(ctx: LabContext, entry, steps: list[Step], stem: str, resume: bool, row: BatchRow,
+def _score_reference(ctx: LabContext, entry: EngineEntry, steps: list[Step], stem: str, resume: bool, row: BatchRow,
                      update: Callable[[], None], stop: threading.Event | None) -> Path:
     """One engine's score-reference run (lab.runs.reference_run); its row's aggregate is the NLL so far."""
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
@@ -148,8 +149,6 @@ def _score_reference(ctx: LabContext, entry, steps: list[Step], stem: str, resum
         if stop is not None and stop.is_set() and str(exc).startswith("stopped"):
             raise InterruptedError(str(exc)) from None
         raise
-    import json
-
     row.aggregate = {**json.loads(path.read_text(encoding="utf-8")).get("aggregate", {}), "kind": REFERENCE}
     return path
 
