@@ -1,9 +1,13 @@
 """vLLM's own offline generate, timed: runs INSIDE vLLM's environment (never imports the lab).
 
     $LAB_VLLM_PYTHON bench/vllm_offline.py --model DIR --prompts prompts.json --max-tokens N --repeat R --out RESULT.json
+    $LAB_VLLM_PYTHON bench/vllm_offline.py --model DIR --prompts pairs.json --prompt-logprobs --repeat R --out RESULT.json
 
 Writes one JSON object to --out: load seconds, generate seconds per repeat, tokens per repeat.
-Used by bench/bench_vllm_overhead.py; the settings mirror the lab's `vllm:` engine there.
+Used by bench/bench_vllm_overhead.py; the settings mirror the lab's `vllm:` engine there. With
+`--prompt-logprobs` the prompts are `{"ids": [...], "n_prompt": K}` (a prompt's and a reference's token
+ids joined, as the lab's score-reference sends them): one prefill each (`max_tokens=1`,
+`prompt_logprobs=0`), and the result adds each reference token's log-probability (bench/bench_reference_vllm.py).
 """
 import argparse
 import json
@@ -19,6 +23,7 @@ def main() -> None:
     parser.add_argument("--kv-cache-gb", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--prompt-logprobs", action="store_true", help="teacher forcing: prefill token ids, one new token")
     args = parser.parse_args()
     from vllm import LLM, SamplingParams
 
@@ -29,6 +34,9 @@ def main() -> None:
     load = time.perf_counter() - start
     params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate(["warm up"], SamplingParams(max_tokens=2), use_tqdm=False)
+    if args.prompt_logprobs:
+        prefill(llm, prompts, args)
+        return
     times, tokens = [], []
     for _ in range(args.repeat):
         start = time.perf_counter()
@@ -37,6 +45,25 @@ def main() -> None:
         tokens.append(sum(len(o.outputs[0].token_ids) for o in outputs))
     with open(args.out, "w", encoding="utf-8") as out:
         json.dump({"load_s": load, "generate_s": times, "tokens": tokens}, out)
+
+
+def prefill(llm, pairs: list[dict], args: argparse.Namespace) -> None:
+    """Time one teacher-forced prefill per pair (all pairs in one generate call, as vLLM batches them)."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=0)
+    prompts = [{"prompt_token_ids": pair["ids"]} for pair in pairs]
+    times, ref_logprobs = [], []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        times.append(time.perf_counter() - start)
+    for pair, out in zip(pairs, outputs):
+        rows = out.prompt_logprobs
+        ref_logprobs.append([rows[i][token].logprob for i, token in enumerate(pair["ids"]) if i >= pair["n_prompt"]])
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump({"generate_s": times, "tokens": [sum(len(p["ids"]) for p in pairs)] * args.repeat,
+                   "ref_logprobs": ref_logprobs}, f)
 
 
 if __name__ == "__main__":
