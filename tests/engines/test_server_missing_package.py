@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from lab.engines import create_engine
-from lab.engines.servers.missing import missing_package
+from lab.engines.servers.missing import last_exception, missing_package
 from lab.errors import EngineLoadError
 from tests.engines.helpers_presets import vllm_test_env, save_qwen35
 from tests.engines.test_vllm_cpu import vllm_processes
@@ -53,3 +53,36 @@ def test_vllm_without_torchvision_fails_in_one_line_naming_it(vllm_exe, tmp_path
     assert "vLLM's own environment" in message and "Traceback" not in message
     engine.close()
     assert not vllm_processes(str(folder))
+
+
+@pytest.mark.parametrize(
+    "lines, reason",
+    [
+        (["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+          "OSError: Can't load image processor for '/m'. Check the path."], "OSError: Can't load image processor for '/m'. Check the path."),
+        (["  raise initial_exception", "transformers.exceptions.SomethingError: bad config", "INFO shutting down"],
+         "SomethingError: bad config"),
+        (["INFO 11-26 loading", "WARNING slow"], None),
+        (["ValueError: " + "x" * 400], "ValueError: " + "x" * 287 + "…"),
+    ],
+)
+def test_the_reason_a_log_ends_its_traceback_with(lines, reason):
+    assert last_exception(lines) == reason
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_transformers_serve_that_cannot_load_says_why_in_one_line(tmp_path, monkeypatch):
+    """A multimodal checkpoint without its processor files (a tiny Gemma-4 as the tests build it): `transformers
+    serve` exits loading its processor; the lab's error is one line with the reason from the server's log,
+    not only "exit code 1" (the real Hub checkpoints carry those files)."""
+    from tests.engines.helpers_presets import save_gemma4
+
+    monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))
+    folder = save_gemma4(tmp_path / "gemma4", positions=8192)
+    engine = create_engine(f"transformers-serve:{folder}?preset=gemma4-e4b-sft&device=cpu&name=ts-gemma4")
+    with pytest.raises(EngineLoadError) as err:
+        engine.load()
+    message = str(err.value)
+    assert "\n" not in message and "server stopped: exit code 1: OSError: Can't load feature extractor" in message
+    assert f"(log {tmp_path / 'logs'}" in message

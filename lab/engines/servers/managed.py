@@ -17,7 +17,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
 from lab.engines.servers.config import log_dir, log_file_name, server_settings
 from lab.engines.servers.gpu_memory import gpu_memory_gb
-from lab.engines.servers.missing import missing_package
+from lab.engines.servers.missing import last_exception, missing_package
 from lab.engines.servers.supervisor import READY, ManagedServer, ServerFailed
 from lab.engines.spec import as_number
 from lab.errors import EngineLoadError, EngineSpecError
@@ -110,9 +110,14 @@ class ManagedEngine(EngineBase):
             self._connect()
         except ServerFailed:
             self.server.stop()
-            package = missing_package(self.server.tail(400, since_start=True))
+            lines = self.server.tail(400, since_start=True)
+            package = missing_package(lines)
             if package is None:
-                raise
+                reason = last_exception(lines)
+                if reason is None:
+                    raise
+                raise ServerFailed(f"{self.name}: server {self.server.status_text()}: {reason} "
+                                   f"(log {self.server.log_path})") from None
             raise ServerFailed(
                 f"{self.name}: server {self.server.status_text()}: its Python environment lacks the package "
                 f"'{package}' that this model needs; {self.package_hint(package)} (log {self.server.log_path})"

@@ -31,3 +31,19 @@ def missing_package(lines: list[str]) -> str | None:
                 module = found.group("package").split(".")[0]
                 return names.get(module, module).lower()
     return None
+
+
+# the last line of a Python traceback: `OSError: Can't load image processor for …`, `ValueError: …`
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (?P<message>.+)$")
+MAX_REASON = 300
+
+
+def last_exception(lines: list[str]) -> str | None:
+    """The last `XError: message` line a server's log ends its traceback with (one line, cut to 300
+    characters), or None when the log has none."""
+    for line in reversed(lines):
+        found = _EXCEPTION_LINE.match(line.strip())
+        if found:
+            text = f"{found.group(1)}: {found.group('message').strip()}"
+            return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+    return None
