@@ -342,3 +342,32 @@ def peft_reference_logprobs(served: Served, prompt: str, reference: str) -> list
         logits = served.hf_lora(input_ids=ids).logits[0, len(pair.prompt_ids) - 1:-1].float()
     rows = torch.log_softmax(logits, dim=-1)
     return rows.gather(1, torch.tensor(pair.ref_ids)[:, None]).squeeze(1).tolist()
+
+
+def test_transformers_serve_beside_them_answers_alike_or_says_why(served, tmp_path, monkeypatch):
+    """The same checkpoint through `transformers-serve:` with the preset: LFM2-MoE answers as the lab's
+    in-process transformers does at temperature 0; the tiny multimodal checkpoints (Qwen3.5, Gemma-4), which
+    carry no processor files, stop `transformers serve` at start and the lab says why in one line."""
+    from lab.errors import EngineLoadError
+
+    monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))
+    hf_arch = Arch(served.arch.also[0], served.arch.builder, served.arch.dtype) if served.adapter else served.arch
+    engine = create_engine(engine_spec("transformers-serve", served.folder, hf_arch, None, f"ts-{served.arch.builder}",
+                                       "&device=cpu"))
+    if served.arch.builder in ("qwen35", "gemma4"):
+        with pytest.raises(EngineLoadError) as err:
+            engine.load()
+        assert "\n" not in str(err.value) and ": OSError: Can't load " in str(err.value), str(err.value)
+        return
+    engine.load()
+    try:
+        for step in served.steps:
+            prompt = render_for_engine(engine, step).text
+            assert prompt == render_for_engine(served.hf, step).text
+            sampling = Sampling(max_tokens=MAX_TOKENS, temperature=0.0)
+            [served_answer] = engine.generate([Request(step=step, prompt=prompt)], sampling)
+            [in_process] = served.hf.generate([Request(step=step, prompt=prompt)], sampling)
+            assert served_answer.error is None and served_answer.text == in_process.text
+            assert served_answer.prompt_tokens == in_process.prompt_tokens
+    finally:
+        engine.close()
