@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +34,7 @@ from lab.engines import create_engine  # noqa: E402
 from lab.engines.reference_likelihood import tokenize_pair  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.reference_run import ReferenceConfig, score_reference_run  # noqa: E402
-from tests.conftest import save_tiny_model  # noqa: E402
+from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 CONTEXT = 16384
@@ -49,16 +47,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=64, help="model width (head size stays 32)")
     args = parser.parse_args()
-    exe = os.environ.get("LAB_VLLM")
-    if not exe or not Path(exe).is_file():
-        sys.exit("bench_reference_vllm: set LAB_VLLM to vLLM's `vllm` (bash scripts/vllm_cpu_env.sh makes the CPU build's)")
-    os.environ.update({"LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
+    exe = vllm_exe("bench_reference_vllm")
     with tempfile.TemporaryDirectory(prefix="bench-reference-") as tmp:
         tmp_path = Path(tmp)
-        os.environ.setdefault("LAB_LOG_DIR", str(tmp_path / "logs"))
-        os.environ["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
-        model = save_tiny_model(tmp_path / "model", hidden=args.hidden, heads=args.hidden // 32, kv_heads=1,
-                                positions=32768)
+        model = tiny_vllm_model(tmp_path, args.hidden)
         engine = create_engine(f"vllm:{model}?dtype=float32&max_model_len={CONTEXT}&enforce_eager=true"
                                "&enable_prefix_caching=false&kv_cache_gb=1&name=bench")
         print("starting vllm serve (excluded from the timings) …", flush=True)
@@ -81,15 +73,9 @@ def main() -> None:
         finally:
             engine.close()
         (tmp_path / "pairs.json").write_text(json.dumps(pairs), encoding="utf-8")
-        python = str(Path(exe).with_name("python"))
-        done = subprocess.run([python, str(ROOT / "bench" / "vllm_offline.py"), "--model", str(model), "--prompts",
-                               str(tmp_path / "pairs.json"), "--prompt-logprobs", "--repeat", str(args.repeat),
-                               "--max-model-len", str(CONTEXT), "--out", str(tmp_path / "offline.json")],
-                              capture_output=True, text=True,
-                              env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
-        if done.returncode:
-            sys.exit(f"vLLM offline prefill failed:\n{done.stderr[-2000:]}")
-        offline = json.loads((tmp_path / "offline.json").read_text())
+        offline = run_offline(exe, ["--model", str(model), "--prompts", str(tmp_path / "pairs.json"), "--prompt-logprobs",
+                                    "--repeat", str(args.repeat), "--max-model-len", str(CONTEXT)],
+                              tmp_path / "offline.json", "prefill")
     gaps = [abs(a - b) for row, want in zip(rows, offline["ref_logprobs"])
             for a, b in zip(row["token_logprobs"], want)]
     assert len(gaps) == sum(len(w) for w in offline["ref_logprobs"]) and max(gaps) < 1e-4, max(gaps)

