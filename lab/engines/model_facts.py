@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# the config fields that give a context length, first found wins (a multimodal model's text config first)
-CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-
+from lab.engines.context import config_context_length
 
 def _config_file(model: str) -> Path | None:
     folder = Path(model).expanduser()
@@ -36,13 +34,9 @@ def config_facts(model: str | None) -> tuple[str | None, int | None]:
     if not isinstance(config, dict):
         return None, None
     archs = config.get("architectures")
-    arch = str(archs[0]) if isinstance(archs, list) and archs else (str(config.get("model_type") or "") or None)
-    for part in (config.get("text_config"), config):
-        if isinstance(part, dict):
-            for name in CONTEXT_FIELDS:
-                if isinstance(part.get(name), int) and part[name] > 0:
-                    return arch, int(part[name])
-    return arch, None
+    arch = str(archs[0]) if isinstance(archs, list) and archs and archs[0] else None
+    context = config_context_length(config)  # where assets/context.yaml says a config keeps it
+    return arch, context[0] if context else None
 
 
 def server_flags(argv: list[str], model: str) -> list[str]:

@@ -23,6 +23,7 @@ from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.context import model_context_length, overlong_error
+from lab.engines.model_facts import config_facts
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
 from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
@@ -102,18 +103,6 @@ def step_timings(step_ends: list[float], n_tokens: int, start: float, end: float
     return ttft, step_ends[n_tokens - 1] - start
 
 
-def own_architecture(model_src: str) -> str | None:
-    """The class a checkpoint's config.json names (`architectures[0]`), read locally, or None."""
-    import json
-    from pathlib import Path
-
-    try:
-        config = json.loads((Path(model_src) / "config.json").read_text(encoding="utf-8"))
-        return str((config.get("architectures") or [None])[0] or "") or None
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-
-
 def with_adapter(model, model_src: str, lora_src: str, dtype, trust_remote_code: bool = False):
     """`model` with the peft LoRA adapter of `lora_src`.
 
@@ -128,7 +117,7 @@ def with_adapter(model, model_src: str, lora_src: str, dtype, trust_remote_code:
         return PeftModel.from_pretrained(model, lora_src)
     except Exception as exc:  # noqa: BLE001 - a loader failure becomes a clear message
         first = exc
-    own = own_architecture(model_src)
+    own = config_facts(model_src)[0]
     if own and own != type(model).__name__ and "not found in the base model" in str(first):
         try:
             (own_class,) = import_transformers(own)

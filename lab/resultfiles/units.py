@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from lab.jsontext import lone_surrogate
+
 _STRING = r"'(?:[^'\\\r\n]|\\[^\r\n])*'" + "|" + r'"(?:[^"\\\r\n]|\\[^\r\n])*"'
 STRING_LITERAL = re.compile(_STRING)
 # the Python repr of a list (or tuple) of strings, e.g. `['ls -la', "cat 'a b'"]`; nothing else
@@ -17,12 +19,9 @@ def _decode_literal(literal: str) -> str:
         return body
     # unicode_escape reads Latin-1 bytes: escape everything beyond Latin-1 first so it round-trips
     value = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
-    if _SURROGATE.search(value):  # Python reads `'\ud800'`, but no UTF-8 file can hold it again
+    if lone_surrogate(value) is not None:  # Python reads `'\ud800'`, but no UTF-8 file can hold it again
         raise ValueError("a command unit holds a lone UTF-16 surrogate (\\uD800-\\uDFFF)")
     return value
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def coerce_units(value: object) -> list[str]:
