@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from lab.errors import LabError
 from lab.settings import Settings
 
 
@@ -19,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: $LAB_RAY_ADDRESS, else local")
     parser.add_argument("--shards", type=_number(int, 1), default=1, metavar="N",
                         help="split each engine's steps into N shards run in parallel, then merge them")
+    parser.add_argument("--what", choices=["answers", "reference"], default="answers",
+                        help="answers: each engine replays the steps (as `replay`); reference: each engine scores the "
+                             "reference answers' likelihood (as `score-reference`: NAME.reference.json, no sampling)")
 
 
 def _select(args: argparse.Namespace, settings: Settings):
@@ -34,13 +38,16 @@ def run(args: argparse.Namespace) -> int:
     from lab.sweep.specs import expand_specs
 
     check_sample_args(args)
+    if args.what == "reference" and args.samples > 1:
+        raise LabError(f"--samples {args.samples} with --what reference: the reference is scored once per step "
+                       "(teacher forcing, no sampling); drop --samples")
     settings = Settings()
     specs = expand_specs(args.engine)
     replay_set, steps = _select(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     run_name = args.name if len(specs) == 1 else None
     sweep = Sweep(specs, steps, args, str(replay_set.path), replay_set.fingerprint, out_dir, args.shards,
-                  [run_name] * len(specs))
+                  [run_name] * len(specs), args.what)
     audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
     bars = TerminalBars()
 
@@ -63,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
         agg = outcome.aggregate
         lacking = (f" ({outcome.missing} of the {len(steps)} selected are not in its stored run)"
                    if outcome.missing else "")
-        print(f"{outcome.spec}: {agg['steps']} steps{lacking}, score {100 * agg['avg_command_f1']:.2f} -> {outcome.path}")
+        if args.what == "reference":
+            nll = agg["ref_nll_per_token"]
+            print(f"{outcome.spec}: {agg['steps_scored']} of {agg['steps']} steps scored, {agg['ref_tokens']} reference "
+                  f"tokens, NLL per token {'n/a' if nll is None else f'{nll:.4f}'} -> {outcome.path}")
+        else:
+            print(f"{outcome.spec}: {agg['steps']} steps{lacking}, score {100 * agg['avg_command_f1']:.2f} -> {outcome.path}")
         if out_dir.resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder: the driver imports
             from lab.store.autoimport import import_new_run
 

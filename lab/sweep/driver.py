@@ -13,6 +13,7 @@ from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.resultfiles.resultfile import write_result_file
 from lab.sweep import progress as states
+from lab.sweep.options import ANSWERS
 from lab.sweep.progress import JobProgress, ProgressFn
 from lab.sweep.worker import EngineWorker
 
@@ -103,7 +104,7 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
         checkpoint = None
         try:
             report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
-            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name)))
+            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name, job.options.get("what", ANSWERS))))
             other = report.claim(job, stem)
             if other is not None:  # its name is known only once loaded: refused before it writes anything
                 report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own "

@@ -6,6 +6,9 @@ import argparse
 from lab.engines.base import Sampling
 
 SAMPLING_ARGS = ("max_tokens", "temperature", "top_p", "seed")
+# what a sweep runs on each engine: its answers (a replay), or its likelihood of the reference answers
+ANSWERS, REFERENCE = "answers", "reference"
+WHAT = (ANSWERS, REFERENCE)
 
 
 def sampling_for(engine, options: dict) -> Sampling:
@@ -15,8 +18,10 @@ def sampling_for(engine, options: dict) -> Sampling:
     return _sampling(engine, argparse.Namespace(**options["sampling"]))
 
 
-def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, fingerprint: str, source: str) -> dict:
-    """What a worker needs to build the ReplayConfig that `replay` would build."""
+def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, fingerprint: str, source: str,
+                   what: str = ANSWERS) -> dict:
+    """What a worker needs to build the ReplayConfig that `replay` would build (or the ReferenceConfig of
+    `score-reference` when `what` is REFERENCE)."""
     from lab.runs.replay_cli import step_selection
 
     config = {
@@ -27,7 +32,7 @@ def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, 
     }
     if args.pass_threshold is not None:
         config["pass_threshold"] = args.pass_threshold
-    return {"config": config, "sampling": {k: getattr(args, k, None) for k in SAMPLING_ARGS}}
+    return {"config": config, "sampling": {k: getattr(args, k, None) for k in SAMPLING_ARGS}, "what": what}
 
 
 def default_options(**overrides) -> argparse.Namespace:

@@ -10,6 +10,7 @@ from typing import Callable
 
 from lab.errors import LabError
 from lab.sweep.driver import Job
+from lab.sweep.options import ANSWERS, REFERENCE
 from lab.sweep.progress import ProgressFn
 
 
@@ -25,6 +26,7 @@ class Sweep:
     out_dir: Path
     shards: int = 1
     run_names: list[str | None] = field(default_factory=list)  # one per spec; empty: engine names
+    what: str = ANSWERS  # lab.sweep.options: each engine's answers, or its likelihood of the reference answers
 
 
 @dataclass
@@ -92,7 +94,7 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
         pieces = split(n, sweep.shards) if sweep.shards > 1 else [range(n)]
         for i, piece in enumerate(pieces):
             extra = shard_fields(i, len(pieces), n) if sweep.shards > 1 else {}
-            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path)
+            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path, sweep.what)
             resources = {k: v for k, v in want.items() if k in ("num_cpus", "num_gpus")}
             jobs.append(Job(spec, [sweep.steps[k] for k in piece], options, resources, run_name,
                             (i, len(pieces)) if sweep.shards > 1 else None))
@@ -103,7 +105,7 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
     """Per engine: its file (shards merged into the unsharded run, written next to them), or its error."""
     from lab.resultfiles.resultfile import write_result_file
     from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
-    from lab.sweep.shards import merge
+    from lab.sweep.shards import merge, merge_reference
 
     args = sweep.options
     outcomes = []
@@ -119,8 +121,11 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
         if sweep.shards == 1:
             outcomes.append(Outcome(spec, mine[0].path, mine[0].result["aggregate"], missing=missing))
             continue
-        threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
-        merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
+        if sweep.what == REFERENCE:
+            merged = merge_reference([j.result for j in mine])
+        else:
+            threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
+            merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
         path = sweep.out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
         write_result_file(path, merged)
         outcomes.append(Outcome(spec, path, merged["aggregate"], missing=missing))

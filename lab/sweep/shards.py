@@ -57,3 +57,13 @@ def merge(parts: list[dict], scorer: str, samples: int, pass_threshold: float,
                    **(stability_aggregate(per_step, pass_threshold) if samples > 1 else {})},
     )
     return merged
+
+
+def merge_reference(parts: list[dict]) -> dict:
+    """One reference-likelihood run from its shards' runs (in shard order): steps concatenated, the
+    aggregate recomputed as `score-reference` computes it over all of them."""
+    from lab.runs.reference_run import aggregate
+
+    per_step = [row for p in parts for row in p["per_step"]]
+    merged = {k: v for k, v in parts[0].items() if k not in SHARD_FIELDS}
+    return {**merged, "per_step": per_step, "aggregate": aggregate(per_step)}

@@ -16,9 +16,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lab.runs.checkpoint import Checkpoint, Entry
+from lab.sweep.options import ANSWERS, REFERENCE
 
 
 PREFIX = "lab-sweep-"
@@ -40,7 +41,8 @@ def remove_orphans() -> None:
 
 
 class EngineWorker:
-    """Loads one engine SPEC on its node and replays a list of steps with `lab.runs.replay.replay`."""
+    """Loads one engine SPEC on its node and replays a list of steps with `lab.runs.replay.replay` (or scores
+    their reference answers with `lab.runs.reference_run.score_reference_run`)."""
 
     def __init__(self, spec: str, audit: bool = False):
         self.spec = spec
@@ -66,17 +68,40 @@ class EngineWorker:
         context = ray.get_runtime_context()
         return f"{ray.util.get_node_ip_address()} · {context.get_node_id()[:8]}"
 
-    def prepare(self, run_name: str | None) -> str:
-        """Load the engine; return the run's file stem."""
+    def prepare(self, run_name: str | None, what: str = ANSWERS) -> str:
+        """Load the engine; return the run's file stem (`NAME.reference` for a reference-likelihood run)."""
         from lab.engines import create_engine
-        from lab.runs.replay import run_file_name
 
         t0 = time.perf_counter()
         self.engine = create_engine(self.spec)
         self.engine.load()
         if getattr(self.engine, "load_time_sec", None) is None:
             self.engine.load_time_sec = time.perf_counter() - t0
-        return run_file_name(self.engine, run_name)
+        return self._stem(run_name, what)
+
+    def _stem(self, run_name: str | None, what: str) -> str:
+        from lab.runs.reference_run import SUFFIX
+        from lab.runs.replay import run_file_name
+
+        return run_file_name(self.engine, run_name) + (SUFFIX if what == REFERENCE else "")
+
+    def _job(self, steps: list, options: dict) -> tuple[object, Callable[[], Path]]:
+        """The run's config (its `resume` set when the driver hands rows back) and the call that makes its
+        file in this actor's folder: `replay` for answers, `score_reference_run` for the reference's likelihood."""
+        settings = options["config"]
+        if options.get("what") == REFERENCE:
+            from lab.runs.reference_run import ReferenceConfig, score_reference_run
+
+            ref = ReferenceConfig(out_dir=self.dir, run_name=settings.get("run_name"),
+                                  replay_fingerprint=settings.get("replay_fingerprint", ""),
+                                  selection=settings.get("selection"), eval_path=settings.get("eval_path", ""))
+            return ref, lambda: score_reference_run(self.engine, steps, ref)
+        from lab.runs.replay import ReplayConfig, replay
+        from lab.sweep.options import sampling_for
+
+        config = ReplayConfig(out_dir=self.dir, sampling=sampling_for(self.engine, options), **settings)
+        config.run_name = settings.get("run_name")
+        return config, lambda: replay(self.engine, steps, config)
 
     def missing(self, keys: list[str]) -> int:
         """How many of these steps the loaded engine has no answer for: a stored run covers only the steps
@@ -85,17 +110,11 @@ class EngineWorker:
         return 0 if rows is None else sum(1 for key in keys if key not in rows)
 
     def run(self, steps: list, options: dict, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
-        """Replay `steps`, resuming from `entries` (the rows the driver already holds); yield
-        ("header", header), ("row", row, gen_sec) … and finally ("result", result_dict)."""
-        from lab.runs.replay import ReplayConfig, replay
-
-        from lab.sweep.options import sampling_for
-
-        config = ReplayConfig(out_dir=self.dir, sampling=sampling_for(self.engine, options), **options["config"])
-        config.run_name = options["config"].get("run_name")
-        from lab.runs.replay import run_file_name
-
-        checkpoint = Checkpoint(self.dir / f"{run_file_name(self.engine, config.run_name)}.partial.jsonl")
+        """Replay `steps` (or score their references: `options["what"]`), resuming from `entries` (the rows
+        the driver already holds); yield ("header", header), ("row", row, gen_sec) … and finally ("result", result_dict)."""
+        what = options.get("what", ANSWERS)
+        config, make_file = self._job(steps, options)
+        checkpoint = Checkpoint(self.dir / f"{self._stem(options['config'].get('run_name'), what)}.partial.jsonl")
         if header is not None:
             checkpoint.start(header)
             for entry in entries:
@@ -106,7 +125,7 @@ class EngineWorker:
 
         def work() -> None:
             try:
-                box["path"] = replay(self.engine, steps, config)
+                box["path"] = make_file()
             except BaseException as exc:  # reported to the driver below
                 box["error"] = exc
 
@@ -138,10 +157,12 @@ class EngineWorker:
         if "error" in box:
             raise box["error"]
         result = json.loads(Path(box["path"]).read_text(encoding="utf-8"))
+        if what == REFERENCE:  # a shard's file says so, as a replay shard's does (`replay` writes `extra` itself)
+            result.update(options["config"].get("extra", {}))
         for row in result["per_step"]:  # rows finished after the last look at the checkpoint
             if _key(row) not in sent:
                 yield ("row", row, None)
-        if options["config"].get("extra", {}).get("num_shards"):  # the merge recomputes the run's context stats
+        if what == ANSWERS and options["config"].get("extra", {}).get("num_shards"):  # the merge recomputes context stats
             from lab.runs.pipeline import render_for_engine
 
             yield ("lengths", [render_for_engine(self.engine, s).n_tokens for s in steps])

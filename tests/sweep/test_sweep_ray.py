@@ -124,6 +124,20 @@ def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_d
     assert [r["step_idx"] for s in shards for r in s["per_step"]] == \
         [r["step_idx"] for r in json.loads((single / "ts1.json").read_text())["per_step"]]
 
+    # the reference answers' likelihood swept like replay (two shards, one a node): `score-reference`'s file
+    inproc = ["--replay", str(EXCERPT), "--limit", "5", "--engine", f"transformers:{tiny_model_dir}?device=cpu&name=tf"]
+    lab(["score-reference", *inproc, "--out", str(single)], tmp_path)
+    done = lab(["sweep", *inproc, "--what", "reference", "--shards", "2", "--ray", cluster.address,
+                "--out", str(sharded)], tmp_path)
+    local, swept = (json.loads((d / "tf.reference.json").read_text()) for d in (single, sharded))
+    assert swept["kind"] == local["kind"] == "tb2lite-reference-likelihood"
+    assert swept["per_step"] == local["per_step"] and swept["aggregate"] == local["aggregate"]
+    assert {k for k in local if local[k] != swept.get(k)} == {"timestamp"}
+    assert f"NLL per token {local['aggregate']['ref_nll_per_token']:.4f}" in done.stdout
+    halves = [json.loads((sharded / f"tf.reference-shard{i:02d}.json").read_text()) for i in range(2)]
+    assert [(h["num_shards"], h["shard_index"], len(h["per_step"])) for h in halves] == [(2, 0, 3), (2, 1, 2)]
+    assert not list(sharded.glob("*.partial.jsonl"))
+
 
 def test_a_lost_node_loses_nothing(cluster, tiny_model_dir, tmp_path):
     spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"

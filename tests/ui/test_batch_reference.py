@@ -1,7 +1,7 @@
 """Batch offers score-reference (issue 25): through the real Gradio server's HTTP API, a tiny in-process model
 scores the reference answers of a task's steps; the file is a score-reference run in the store (its NLL per
 token in the table), a finished one is kept and 'start a new run' writes NAME-2.reference.json; an engine
-without a model is refused in its row, in one line; the cluster sweep's button says it runs answers only."""
+without a model is refused in its row, in one line (the cluster's run of it: tests/ui/test_sweep_ui.py)."""
 from __future__ import annotations
 
 import json

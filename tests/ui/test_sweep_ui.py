@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab.settings import Settings
+from lab.ui.batch.batch_rows import ANSWERS, REFERENCE
 from tests.helpers_servers import free_port, serve_lab
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir
@@ -63,8 +64,9 @@ def rows_of(html: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def sweep_args(names, *, specs="", tasks=(), buckets=(), shards=1, samples=1, resume=True, fresh=False, name=""):
-    return [list(names), specs, list(tasks), list(buckets), [], shards, samples, resume, fresh, name]
+def sweep_args(names, *, specs="", tasks=(), buckets=(), shards=1, samples=1, resume=True, fresh=False, name="",
+               what=ANSWERS):
+    return [list(names), specs, list(tasks), list(buckets), [], shards, samples, resume, fresh, name, what]
 
 
 def per_step(path: Path) -> list[dict]:
@@ -113,6 +115,36 @@ def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the
 
     again = client.predict(*sweep_args(["reference"], tasks=[task]), api_name="/run_sweep")
     assert "already complete: reference.json" in again and "nothing to run on the cluster" in again
+
+
+def test_batch_tab_sweeps_the_reference_likelihood_like_score_reference(served, tiny_model_dir, tmp_path):
+    """Run: reference likelihood, on the cluster: two shards of an in-process transformers engine (typed into
+    the SPEC box) give `python -m lab score-reference`'s file, its row shows the NLL per token, and it lands
+    in the store's reference runs; samples above 1 are refused in one line."""
+    from gradio_client import Client
+
+    url, ctx, _ = served
+    client = Client(url, verbose=False)
+    task = ctx.replay.tasks[0]
+    n = len(ctx.replay.steps_for_task(task))
+    spec = f"transformers:{tiny_model_dir}?device=cpu&name=tfref"
+    final = client.predict(*sweep_args([], specs=spec, tasks=[task], shards=2, what=REFERENCE), api_name="/run_sweep")
+    assert rows_of(final)["tfref"]["state"].startswith("done · saved tfref.reference.json"), final
+    lab(["score-reference", "--replay", str(EXCERPT), "--tasks", task, "--out", str(tmp_path), "--engine", spec],
+        tmp_path)
+    runs = Path(ctx.settings.runs_dir)
+    swept, local = (json.loads(p.read_text()) for p in (runs / "tfref.reference.json", tmp_path / "tfref.reference.json"))
+    assert swept["per_step"] == local["per_step"] and swept["aggregate"] == local["aggregate"]
+    nll = local["aggregate"]["ref_nll_per_token"]
+    assert f"reference NLL/token {nll:.4f} ({n} steps scored)" in final
+    run_id = re.search(r'data-engine="tfref".*?· run ([^<\s]+)<', final, flags=re.S).group(1)
+    stored = ctx.query("SELECT steps_scored, ref_nll_per_token FROM reference_runs WHERE ref_run_id = ?", [run_id])
+    assert stored.values.tolist() == [[n, pytest.approx(nll, abs=1e-6)]]
+    assert not list(runs.glob("tfref*.partial.jsonl"))
+
+    refused = client.predict(*sweep_args([], specs=spec, tasks=[task], samples=2, fresh=True, what=REFERENCE),
+                             api_name="/run_sweep")
+    assert "scored once per step" in refused and "set samples to 1" in refused
 
 
 def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_model_dir, monkeypatch):

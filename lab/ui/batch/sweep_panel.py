@@ -15,9 +15,10 @@ import gradio as gr
 from lab.errors import LabError
 from lab.runs.names import finished_run_file, new_run_name, safe_run_name
 from lab.sweep import progress as sweep_states
+from lab.sweep.options import ANSWERS as RUN_ANSWERS, REFERENCE as RUN_REFERENCE  # what the sweep runs
 from lab.sweep.plan import Cluster, Outcome, Sweep
 from lab.sweep.progress import JobProgress
-from lab.ui.batch.batch_rows import BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
+from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
 from lab.ui.shell.context import LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.public import SWEEP_OFF, sweep_allowed
@@ -85,23 +86,25 @@ def chosen_specs(ctx: LabContext, names: Sequence[str] | None, patterns: str | N
     return list(dict.fromkeys(expand_specs(specs)))
 
 
-def run_names(specs: list[str], out_dir: Path, wanted: str | None, fresh: bool) -> tuple[list[str], dict[str, BatchRow]]:
+def run_names(specs: list[str], out_dir: Path, wanted: str | None, fresh: bool,
+              suffix: str = "") -> tuple[list[str], dict[str, BatchRow]]:
     """Batch's naming rules for each SPEC: the run's file stem, never a `stored:` engine's own input; a
-    finished run is kept (its row says so) unless `fresh` asks for a new name."""
+    finished run (`STEM{suffix}.json`: `.reference` for a score-reference run) is kept (its row says so)
+    unless `fresh` asks for a new name."""
     from lab.engines import create_engine
 
     stems, finished = [], {}
     for spec in specs:
         stem = safe_run_name(create_engine(spec), out_dir, wanted if len(specs) == 1 else None)
-        done = finished_run_file(out_dir, stem)
+        done = finished_run_file(out_dir, stem + suffix)
         if done is not None and not fresh:
             finished[spec] = BatchRow(stem, 0, 0, state=f"already complete: {done.name} holds a finished run (kept); "
                                       "tick 'start a new run' to run it again under a new name", path=str(done), node="")
-        stems.append(new_run_name(out_dir, stem) if done is not None else stem)
+        stems.append(new_run_name(out_dir, stem, suffix) if done is not None else stem)
     twice = sorted({s for s in stems if stems.count(s) > 1})
     if twice:
-        raise LabError(f"several engines would write {', '.join(f'{s}.json' for s in twice)}: give each its own "
-                       "name (name=… in its SPEC)")
+        raise LabError(f"several engines would write {', '.join(f'{s}{suffix}.json' for s in twice)}: give each its "
+                       "own name (name=… in its SPEC)")
     return stems, finished
 
 
@@ -118,9 +121,10 @@ class SweepChoice:
 
 def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | None, task_sel: list[str] | None,
                bucket_sel: list[str] | None, group_sel: list[str] | None, shards: object, samples: object,
-               fresh: bool, run_name: str | None) -> SweepChoice:
-    """The sweep the tab's choices ask for, with the CLI's options at their defaults otherwise; LabError
-    (one line) for a choice that cannot run."""
+               fresh: bool, run_name: str | None, what: str = ANSWERS) -> SweepChoice:
+    """The sweep the tab's choices ask for (`what`: each engine's answers, or its likelihood of the reference
+    answers), with the CLI's options at their defaults otherwise; LabError (one line) for a choice that cannot run."""
+    from lab.runs.reference_run import SUFFIX
     from lab.runs.samples_cli import MAX_SAMPLES
     from lab.sweep.options import default_options
 
@@ -130,26 +134,32 @@ def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | Non
     if not steps:
         raise LabError("No step matches this filter: clear a task, bucket or group choice.")
     shards, samples = _whole(shards, "shards", MAX_SHARDS), _whole(samples, "samples", MAX_SAMPLES)
+    reference = what == REFERENCE
+    if reference and samples > 1:
+        raise LabError(f"samples per step {samples}: the reference likelihood is scored once per step (no sampling); "
+                       "set samples to 1")
     specs = chosen_specs(ctx, names, patterns)
     if not specs:
         raise LabError("Choose at least one engine, or type a SPEC or pattern for the cluster.")
     out_dir = Path(ctx.settings.runs_dir)
-    stems, finished = run_names(specs, out_dir, (run_name or "").strip() or None, fresh)
+    stems, finished = run_names(specs, out_dir, (run_name or "").strip() or None, fresh, SUFFIX if reference else "")
     todo = [(s, n) for s, n in zip(specs, stems) if s not in finished]
     options = default_options(mode=ctx.replay.mode, tasks=list(task_sel or []) or None, samples=samples,
                               chunk_size=CHUNK)
     sweep = Sweep([s for s, _ in todo], steps, options, str(ctx.replay.path), ctx.replay.fingerprint, out_dir,
-                  shards, [n for _, n in todo])
+                  shards, [n for _, n in todo], RUN_REFERENCE if reference else RUN_ANSWERS)
     return SweepChoice(sweep, specs, stems, finished)
 
 
-def outcome_row(ctx: LabContext, row: BatchRow, outcome: Outcome) -> BatchRow:
-    """An engine's last row: failed, stopped, or done with its file imported into the store here."""
+def outcome_row(ctx: LabContext, row: BatchRow, outcome: Outcome, reference: bool = False) -> BatchRow:
+    """An engine's last row: failed, stopped, or done with its file imported into the store here (`reference`:
+    a score-reference run, whose row shows its NLL per token)."""
     if outcome.error:
         return replace(row, state=f"failed: {outcome.error}")
     if outcome.stopped:
         return replace(row, state=SHOWN_STATES[sweep_states.STOPPED])
-    row = replace(row, path=str(outcome.path), aggregate=outcome.aggregate, done=row.total)
+    aggregate = {**(outcome.aggregate or {}), "kind": REFERENCE} if reference else outcome.aggregate
+    row = replace(row, path=str(outcome.path), aggregate=aggregate, done=row.total)
     try:
         row.run_id = ctx.import_run(outcome.path)
         row.state = f"done · saved {outcome.path.name} · run {row.run_id}"
@@ -203,7 +213,9 @@ def sweep_updates(ctx: LabContext, choice: SweepChoice, resume: bool, stop: thre
             report(view)
             return
         by_spec = {o.spec: o for o in outcomes}
-        view.rows = [outcome_row(ctx, r, by_spec[s]) if s in by_spec else r for s, r in zip(specs, view.rows)]
+        reference = sweep.what == RUN_REFERENCE
+        view.rows = [outcome_row(ctx, r, by_spec[s], reference) if s in by_spec else r
+                     for s, r in zip(specs, view.rows)]
         report(view)
 
     def stopping(view: SweepView) -> SweepView:
@@ -237,13 +249,9 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
                                elem_id="lab-sweep-shards")
             samples = gr.Number(1, precision=0, minimum=1, label="samples per step", elem_id="lab-sweep-samples")
             start = gr.Button("Run on the Ray cluster", variant="primary", elem_id="lab-sweep-run")
-    if "what" in inputs:  # the cluster replays answers; reference likelihood runs here (Run batch) or by CLI
-        inputs["what"].change(
-            lambda w: gr.update(interactive=w != REFERENCE, value="Run on the Ray cluster" if w != REFERENCE else
-                                "the cluster runs answers only: use Run batch, or python -m lab score-reference"),
-            inputs["what"], start, api_visibility="private", show_progress="hidden")
 
-    def run_sweep(names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples, do_resume, fresh, name):
+    def run_sweep(names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples, do_resume, fresh, name,
+                  run_what=ANSWERS):
         problem = sweep_problem(ctx)
         if problem is not None:  # refused here, not only hidden: a visitor can call the endpoint directly
             gr.Warning(problem)
@@ -251,7 +259,7 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
             return
         try:
             choice = plan_sweep(ctx, names, specs_text, task_sel, bucket_sel, group_sel, n_shards,
-                                                n_samples, bool(fresh), name)
+                                n_samples, bool(fresh), name, REFERENCE if run_what == REFERENCE else ANSWERS)
         except LabError as exc:
             gr.Warning(str(exc))
             yield render_view(SweepView("", error=str(exc)))
@@ -266,5 +274,5 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
 
     # no queue of its own: a second caller reaches the slot at once and is told a sweep is running
     start.click(run_sweep, [inputs["engines"], patterns, inputs["tasks"], inputs["buckets"], inputs["groups"], shards,
-                            samples, inputs["resume"], inputs["new_run"], inputs["run_name"]], live,
+                            samples, inputs["resume"], inputs["new_run"], inputs["run_name"], inputs["what"]], live,
                 api_name="run_sweep", concurrency_limit=None)
