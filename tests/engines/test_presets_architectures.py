@@ -2,14 +2,17 @@
 layout of the presets' real models (tests/engines/helpers_presets.py), replayed through a real `vllm serve`
 (vLLM 0.32.0's CPU build) with `?preset=KEY` and through in-process transformers beside it.
 
-One vLLM server per architecture (a module-scoped fixture, parametrized: pytest runs every test of
-one architecture, stops its server, then starts the next), shared by every check:
-- Qwen3.5 (`Qwen3_5ForConditionalGeneration`, language-model-only, bfloat16) with a peft LoRA
-  adapter on its language model (qwen35-08b-grpo); the same server answers for the base model too,
-  which qwen35-2b-sft and qwen35-9b-cli-gym run on;
+One lab runs all five presets as vLLM engines at once (a module-scoped fixture: the pool starts their
+servers one at a time and splits the CPU KV-cache budget between them as it splits a GPU's), on three
+checkpoints:
+- Qwen3.5 (`Qwen3_5ForConditionalGeneration`, language-model-only, bfloat16): qwen35-2b-sft and
+  qwen35-9b-cli-gym on it, and qwen35-08b-grpo with a peft LoRA adapter on its language model (its
+  server answers for the base model too);
 - LFM2-MoE (`Lfm2MoeForCausalLM`, float32; lfm25-8b-a1b-sft);
 - Gemma-4 (`Gemma4ForConditionalGeneration` with vision and audio configs, language-model-only,
   float32; gemma4-e4b-sft).
+All five answer one step side by side in Compare in Chromium; the checks per architecture below use
+that lab's engines (a fixture parametrized by architecture).
 
 What each architecture must show: the lab's replay through `vllm:CKPT?preset=KEY` (the result file
 names the preset, no step fails); at temperature 0 the same token ids as transformers, or the first
@@ -19,6 +22,7 @@ ids the server reports equal the ids of the prompt the lab rendered.
 from __future__ import annotations
 
 import json
+import re
 import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
@@ -112,32 +116,81 @@ def engine_spec(kind: str, folder: Path, arch: Arch, adapter: Path | None, name:
     return f"{kind}:{folder}?preset={arch.preset}&dtype={arch.dtype}&max_tokens={MAX_TOKENS}{lora}&name={name}{extra}"
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """One architecture's tiny checkpoint (and its adapter), with the seconds it took to build."""
+
+    folder: Path
+    adapter: Path | None
+    build_s: float
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Checkpoint]:
+    """Each architecture's checkpoint (`checkpoint-100`), Qwen3.5's with its LoRA adapter (`adapter-100`)."""
+    made = {}
+    for key, arch in ARCHS.items():
+        root = tmp_path_factory.mktemp(f"arch-{key}")
+        began = time.perf_counter()
+        folder = BUILDERS[arch.builder](root / "checkpoint-100", positions=CONTEXT)
+        adapter = save_qwen35_lora(folder, root / "adapter-100") if arch.lora else None
+        made[key] = Checkpoint(folder, adapter, time.perf_counter() - began)
+    return made
+
+
+def five_presets() -> dict[str, tuple[str, Arch]]:
+    """Each of the five presets: its architecture's key and the Arch it runs as (its own preset key)."""
+    out = {}
+    for key, arch in ARCHS.items():
+        for preset in (arch.preset, *arch.also):
+            out[preset] = (key, Arch(preset, arch.builder, arch.dtype, lora=arch.lora and preset == arch.preset))
+    return out
+
+
+@pytest.fixture(scope="module")
+def five_lab(vllm_env, checkpoints, tmp_path_factory):
+    """A lab with the five presets as vLLM engines (`vl-PRESET`), each server's KV cache its share of the
+    CPU budget (no `kv_cache_gb` given: the pool splits it as it splits a GPU)."""
+    from lab.settings import Settings
+    from lab.ui.app import create_context
+
+    root = tmp_path_factory.mktemp("five-presets")
+    settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT), allow_engine_loading=True)
+    specs = []
+    for preset, (key, arch) in five_presets().items():
+        made = checkpoints[key]
+        specs.append(engine_spec("vllm", made.folder, arch, made.adapter if arch.lora else None, f"vl-{preset}",
+                                 f"&max_model_len={CONTEXT}&enforce_eager=true&ready_timeout=1200"))
+    ctx = create_context(settings, specs)
+    try:
+        assert ctx.pool.wait(timeout=1800)
+        failed = {r["name"]: r.get("error") for r in ctx.pool.status() if r["state"] != "ready"}
+        assert not failed, failed
+        yield ctx
+    finally:
+        ctx.pool.close_all()
+    for made in checkpoints.values():
+        assert not vllm_processes(str(made.folder)), "vLLM processes outlived the lab"
+
+
 @pytest.fixture(scope="module", params=sorted(ARCHS))
-def served(request, vllm_env, tmp_path_factory):
+def served(request, five_lab, checkpoints):
+    """One architecture: its preset's engine in the five-preset lab and in-process transformers beside it."""
     arch = ARCHS[request.param]
-    root = tmp_path_factory.mktemp(f"arch-{request.param}")
-    began = time.perf_counter()
-    folder = BUILDERS[arch.builder](root / "checkpoint-100", positions=CONTEXT)
-    adapter = save_qwen35_lora(folder, root / "adapter-100") if arch.lora else None
-    built = time.perf_counter() - began
-    spec = engine_spec("vllm", folder, arch, adapter, f"vl-{request.param}",
-                       f"&max_model_len={CONTEXT}&enforce_eager=true&kv_cache_gb=0.25&ready_timeout=1200")
-    engine = create_engine(spec)
-    began = time.perf_counter()
-    engine.load()
-    start_s = time.perf_counter() - began
+    made = checkpoints[request.param]
+    engine = five_lab.pool.get(f"vl-{arch.preset}")
     # transformers: the lab's engine with the preset (the base model's preset where the adapter's would
     # fetch its Hub adapter), and for the adapter its own multimodal class under peft (see below)
-    hf_arch = Arch(arch.also[0], arch.builder, arch.dtype) if adapter else arch
-    hf = create_engine(engine_spec("transformers", folder, hf_arch, None, f"hf-{request.param}", "&device=cpu"))
+    hf_arch = Arch(arch.also[0], arch.builder, arch.dtype) if made.adapter else arch
+    hf = create_engine(engine_spec("transformers", made.folder, hf_arch, None, f"hf-{request.param}", "&device=cpu"))
     hf.load()
-    hf_lora = multimodal_with_adapter(folder, adapter, arch.dtype) if adapter else None
+    hf_lora = multimodal_with_adapter(made.folder, made.adapter, arch.dtype) if made.adapter else None
     try:
-        yield Served(arch, folder, adapter, engine, hf, excerpt_steps(), start_s, {"build_s": built}, hf_lora)
+        yield Served(arch, made.folder, made.adapter, engine, hf, excerpt_steps(), engine.load_time_sec or 0.0,
+                     {"build_s": made.build_s}, hf_lora)
     finally:
-        engine.close()
         hf.close()
-    assert not vllm_processes(str(folder)), "vLLM processes outlived the engine"
 
 
 def multimodal_with_adapter(folder: Path, adapter: Path, dtype: str):
@@ -371,3 +424,62 @@ def test_transformers_serve_beside_them_answers_alike_or_says_why(served, tmp_pa
             assert served_answer.prompt_tokens == in_process.prompt_tokens
     finally:
         engine.close()
+
+
+def server_memory_gib(engine) -> float:
+    """Resident memory of a managed server's processes (the API server, vLLM's engine core and workers)."""
+    import psutil
+
+    root = psutil.Process(engine.server.pid)
+    procs = [root, *root.children(recursive=True)]
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 2**30
+
+
+def test_the_five_presets_answer_one_step_side_by_side_in_compare(five_lab, checkpoints):
+    """All five presets as Compare columns at once, in Chromium: Generate answers on every one (its F1, its
+    timings, the reference's NLL per token). The pool split the CPU KV-cache budget between the five servers
+    as it splits a GPU's; each server's resident memory is measured, and a sixth engine is refused with the
+    budget's one-line message."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from lab.errors import LabError
+    from lab.engines.servers.config import server_settings
+    from tests.engines.test_vllm_cpu import ARGS, CHROMIUM
+    from tests.helpers_servers import serve_lab
+
+    presets = five_presets()
+    names = [f"vl-{preset}" for preset in presets]
+    budget = float(server_settings()["cpu_kv_cache_budget_gb"])
+    shares = {name: five_lab.pool.get(name).kv_cache_gb for name in names}
+    assert all(share == pytest.approx(budget / len(names), abs=0.01) for share in shares.values()), shares
+    memory = {name: server_memory_gib(five_lab.pool.get(name)) for name in names}
+    with serve_lab(five_lab) as (_, url), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 2400, "height": 1400})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.locator("#lab-generate").click()
+        for name in names:
+            col = page.locator(f'.lab-col[data-engine*="name={name}&"]')
+            expect(col).to_have_attribute("data-state", "ready", timeout=300_000)
+            expect(col.locator('[data-timing="TTFT"]')).to_be_visible()
+            expect(col.locator(".lab-col-name")).to_have_text(name)
+            # the reference's likelihood under each model, scored live once every column has answered
+            expect(col.locator('[data-metric="ref NLL/tok"] b')).to_have_text(re.compile(r"^\d+\.\d{3}$"), timeout=300_000)
+        assert page.locator(".lab-col").count() == len(names)
+        browser.close()
+    sixth = engine_spec("vllm", checkpoints["lfm2moe"].folder, presets["lfm25-8b-a1b-sft"][1], None, "vl-sixth",
+                        f"&max_model_len={CONTEXT}&enforce_eager=true")
+    with pytest.raises(LabError) as refused:
+        five_lab.pool.add(sixth)
+    message = str(refused.value)
+    assert "cannot fit in the lab's budget" in message and "vl-gemma4-e4b-sft" in message and "\n" not in message
+    print("\nfive presets, one vLLM server each (KV cache GiB, resident GiB): "
+          + "; ".join(f"{n} {shares[n]:g}, {memory[n]:.2f}" for n in names)
+          + f"; all five {sum(memory.values()):.1f} GiB")

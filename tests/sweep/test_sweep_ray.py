@@ -206,11 +206,16 @@ def test_a_killed_driver_resumes_with_resume(cluster, tiny_model_dir, tmp_path):
     assert not servers_of(tiny_model_dir), "the killed driver's server was left running"
 
 
-def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, vllm_model_dir, tmp_path):
-    """A managed `vllm serve` (vLLM's CPU build, LAB_VLLM) started by the sweep's actor on its node
-    writes the same file as `python -m lab replay` of the same engine, and no vLLM process outlives it."""
-    spec = (f"vllm:{vllm_model_dir}?dtype=float32&max_model_len=16384&enforce_eager=true&max_tokens=8"
-            "&kv_cache_gb=0.5&name=vl")
+def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, tmp_path):
+    """A managed `vllm serve` (vLLM's CPU build, LAB_VLLM) started by the sweep's actor on its node writes the
+    same file as `python -m lab replay` of the same engine, and no vLLM process outlives it. The engine is one
+    of the presets' own architectures (LFM2-MoE, tests/engines/helpers_presets.py) with `?preset=KEY`."""
+    from tests.engines.helpers_presets import save_lfm2moe
+    from tests.engines.test_vllm_cpu import vllm_processes
+
+    folder = save_lfm2moe(tmp_path / "ckpts" / "checkpoint-100", positions=16384)
+    spec = (f"vllm:{folder}?preset=lfm25-8b-a1b-sft&dtype=float32&max_model_len=16384&enforce_eager=true"
+            "&max_tokens=8&kv_cache_gb=0.5&name=vl")
     common = ["--replay", str(EXCERPT), "--limit", "3", "--engine", spec, "--engine", "reference"]
     env = {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
            "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
@@ -225,9 +230,9 @@ def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, vllm_mode
         same_run(tmp_path / "single" / f"{name}.json", tmp_path / "sweep" / f"{name}.json")
     swept = json.loads((tmp_path / "sweep" / "vl.json").read_text())
     assert swept["sampling"]["max_model_len"] == 16384 and all(r["token_ids_preview"] for r in swept["per_step"])
-    from tests.engines.test_vllm_cpu import vllm_processes
-
+    assert swept["sampling"]["preset"] == "lfm25-8b-a1b-sft" and all(r["error"] is None for r in swept["per_step"])
     deadline = time.time() + 30
-    while (servers_of(vllm_model_dir) or vllm_processes()) and time.time() < deadline:
+    while (servers_of(folder) or vllm_processes(str(folder))) and time.time() < deadline:
         time.sleep(0.5)
-    assert not servers_of(vllm_model_dir) and not vllm_processes(), "the sweep left vLLM processes running"
+    assert not servers_of(folder) and not vllm_processes(str(folder)), \
+        "the sweep left vLLM processes running"
