@@ -4,7 +4,11 @@
     $LAB_VLLM_PYTHON bench/vllm_offline.py --model DIR --prompts pairs.json --prompt-logprobs --repeat R --out RESULT.json
 
 Writes one JSON object to --out: load seconds, generate seconds per repeat, tokens per repeat.
-Used by bench/bench_vllm_overhead.py; the settings mirror the lab's `vllm:` engine there. With
+Used by bench/bench_vllm_overhead.py; the settings mirror the lab's `vllm:` engine there.
+`--engine-json '{"dtype": "bfloat16", "language_model_only": true, …}'` gives `LLM(...)` exactly the
+engine arguments of a lab server instead (bench/bench_presets_vllm.py reads them from its `vllm serve`
+command line). `--one-at-a-time` sends each prompt alone, as a replay at concurrency 1 does: per prompt
+the seconds to its first token (a generate of one token) and to all `--max-tokens`. With
 `--prompt-logprobs` the prompts are `{"ids": [...], "n_prompt": K}` (a prompt's and a reference's token
 ids joined, as the lab's score-reference sends them): one prefill each (`max_tokens=1`,
 `prompt_logprobs=0`), and the result adds each reference token's log-probability (bench/bench_reference_vllm.py).
@@ -24,18 +28,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", required=True)
     parser.add_argument("--prompt-logprobs", action="store_true", help="teacher forcing: prefill token ids, one new token")
+    parser.add_argument("--engine-json", default=None, help="LLM(...)'s engine arguments as JSON (replaces the defaults)")
+    parser.add_argument("--one-at-a-time", action="store_true", help="each prompt alone: first-token and full seconds")
     args = parser.parse_args()
     from vllm import LLM, SamplingParams
 
     prompts = json.load(open(args.prompts, encoding="utf-8"))
+    engine = json.loads(args.engine_json) if args.engine_json else {
+        "dtype": "float32", "max_model_len": args.max_model_len, "enforce_eager": True,
+        "enable_prefix_caching": False, "kv_cache_memory_bytes": int(args.kv_cache_gb * 2**30)}
     start = time.perf_counter()
-    llm = LLM(model=args.model, dtype="float32", max_model_len=args.max_model_len, enforce_eager=True,
-              enable_prefix_caching=False, kv_cache_memory_bytes=int(args.kv_cache_gb * 2**30), seed=0)
+    llm = LLM(model=args.model, seed=0, **engine)
     load = time.perf_counter() - start
     params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate(["warm up"], SamplingParams(max_tokens=2), use_tqdm=False)
     if args.prompt_logprobs:
         prefill(llm, prompts, args)
+        return
+    if args.one_at_a_time:
+        one_at_a_time(llm, prompts, args, load)
         return
     times, tokens = [], []
     for _ in range(args.repeat):
@@ -45,6 +56,25 @@ def main() -> None:
         tokens.append(sum(len(o.outputs[0].token_ids) for o in outputs))
     with open(args.out, "w", encoding="utf-8") as out:
         json.dump({"load_s": load, "generate_s": times, "tokens": tokens}, out)
+
+
+def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float) -> None:
+    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`."""
+    from vllm import SamplingParams
+
+    first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True)
+    full = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
+    ttft, total, tokens = [], [], 0
+    for prompt in prompts:
+        start = time.perf_counter()
+        llm.generate([prompt], first, use_tqdm=False)
+        ttft.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        out = llm.generate([prompt], full, use_tqdm=False)
+        total.append(time.perf_counter() - start)
+        tokens += len(out[0].outputs[0].token_ids)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump({"load_s": load, "ttft_s": ttft, "step_s": total, "tokens": tokens}, f)
 
 
 def prefill(llm, pairs: list[dict], args: argparse.Namespace) -> None:

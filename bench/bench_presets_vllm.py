@@ -1,0 +1,141 @@
+"""Each preset's architecture through the lab's `vllm:` engine against vLLM's own offline engine (issue 24).
+
+Per architecture (a tiny random-weight checkpoint in the preset's real layout, built as the tests build
+it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`) on both sides:
+
+  start      the lab: `vllm serve` started to ready (engine.load()); vLLM: `LLM(...)` constructed
+  TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
+             streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
+  tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
+             (`ignore_eos`): the lab's replay (render, stream, parse, score, checkpoint, file) against a
+             loop of `LLM.generate([prompt])`
+
+vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
+dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off). Prints a table
+and the ratios lab / vLLM (goal ≤ 1.10). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
+
+    LAB_VLLM=$(bash scripts/vllm_cpu_env.sh) python bench/bench_presets_vllm.py [--archs qwen35,lfm2moe,gemma4]
+        [--steps 6] [--max-tokens 32]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.vllm_cpu_setup import run_offline, vllm_exe  # noqa: E402
+from lab.data.replay import load_replay  # noqa: E402
+from lab.engines import create_engine  # noqa: E402
+from lab.engines.base import Sampling  # noqa: E402
+from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.runs.replay import ReplayConfig, replay  # noqa: E402
+from tests.engines import helpers_presets  # noqa: E402
+from tests.paths import EXCERPT  # noqa: E402
+
+CONTEXT = 8192
+# architecture -> (checkpoint builder in tests/engines/helpers_presets.py, preset, dtype vLLM's CPU backend runs it in)
+ARCHS = {
+    "qwen35": ("save_qwen35", "qwen35-2b-sft", "bfloat16"),
+    "lfm2moe": ("save_lfm2moe", "lfm25-8b-a1b-sft", "float32"),
+    "gemma4": ("save_gemma4", "gemma4-e4b-sft", "float32"),
+}
+SERVER_ONLY = {"host", "port", "served_model_name", "stream_interval"}  # the API server's, not LLM(...)'s
+
+
+def engine_arguments(argv: list[str]) -> dict:
+    """`LLM(...)`'s keyword arguments from a `vllm serve MODEL --flag value …` command line (server-only
+    flags left out; `--no-X` is X=False, a bare `--X` is X=True)."""
+    out: dict = {}
+    rest = argv[3:]
+    i = 0
+    while i < len(rest):
+        flag = rest[i][2:]
+        has_value = i + 1 < len(rest) and not rest[i + 1].startswith("--")
+        value: object = rest[i + 1] if has_value else not flag.startswith("no-")
+        key = (flag[3:] if flag.startswith("no-") and not has_value else flag).replace("-", "_")
+        if isinstance(value, str):
+            value = int(value) if value.isdigit() else value
+        if key not in SERVER_ONLY:
+            out[key] = value
+        i += 2 if has_value else 1
+    return out
+
+
+def lab_side(engine, steps: list, max_tokens: int, out: Path) -> dict:
+    """The lab's replay of `steps` one at a time (the engine's concurrency is 1): start, TTFT, tokens/s."""
+    replay(engine, steps[:1], ReplayConfig(out_dir=out / "warm", sampling=Sampling(temperature=0, max_tokens=2)))
+    began = time.perf_counter()
+    path = replay(engine, steps, ReplayConfig(out_dir=out / "run", sampling=Sampling(temperature=0, max_tokens=max_tokens)))
+    wall = time.perf_counter() - began
+    rows = json.loads(path.read_text())["per_step"]
+    assert all(r["error"] is None for r in rows), [r["error"] for r in rows if r["error"]]
+    tokens = sum(int(r["completion_tokens"]) for r in rows)
+    assert tokens == len(steps) * max_tokens, "a step did not generate --max-tokens tokens"
+    return {"ttft_s": statistics.median(float(r["ttft_s"]) for r in rows), "tokens_per_s": tokens / wall}
+
+
+def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -> dict:
+    builder, preset, dtype = ARCHS[arch]
+    folder = getattr(helpers_presets, builder)(tmp / arch / "checkpoint", positions=CONTEXT)
+    spec = (f"vllm:{folder}?preset={preset}&dtype={dtype}&max_model_len={CONTEXT}&enforce_eager=true"
+            f"&enable_prefix_caching=false&max_tokens={args.max_tokens}&ignore_eos=true&kv_cache_gb=1&concurrency=1"
+            f"&ready_timeout=1200&name=bench-{arch}")
+    engine = create_engine(spec)
+    began = time.perf_counter()
+    engine.load()
+    start_s = time.perf_counter() - began
+    try:
+        steps = [s for s in load_replay(args.replay).steps
+                 if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
+        prompts = [render_for_engine(engine, s).text for s in steps]
+        llm_args = engine_arguments(engine.server_argv(0))
+        lab = lab_side(engine, steps, args.max_tokens, tmp / arch)
+    finally:
+        engine.close()
+    (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+    offline = run_offline(exe, ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"), "--max-tokens",
+                                str(args.max_tokens), "--one-at-a-time", "--engine-json", json.dumps(llm_args)],
+                          tmp / arch / "offline.json", f"{arch} generate")
+    assert offline["tokens"] == len(prompts) * args.max_tokens
+    return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps),
+            "start": (start_s, offline["load_s"]),
+            "ttft": (lab["ttft_s"], statistics.median(offline["ttft_s"])),
+            "tokens_per_s": (lab["tokens_per_s"], offline["tokens"] / sum(offline["step_s"]))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated, of {', '.join(ARCHS)}")
+    parser.add_argument("--replay", default=str(EXCERPT))
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    args = parser.parse_args()
+    archs = [a.strip() for a in args.archs.split(",") if a.strip()]
+    unknown = [a for a in archs if a not in ARCHS]
+    if unknown:
+        sys.exit(f"--archs: unknown {', '.join(unknown)} (known: {', '.join(ARCHS)})")
+    exe = vllm_exe("bench_presets_vllm")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
+        for arch in archs:
+            print(f"{arch}: building its checkpoint and starting vllm serve …", flush=True)
+            results.append(one_architecture(arch, args, exe, Path(tmp)))
+    print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off\n")
+    print("| architecture (preset, dtype) | steps | start lab / vLLM s | TTFT lab / vLLM ms | tokens/s lab / vLLM "
+          "| ratio start | ratio TTFT | ratio time/token |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in results:
+        (ls, vs), (lt, vt), (lr, vr) = r["start"], r["ttft"], r["tokens_per_s"]
+        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} / {vs:.1f} | "
+              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} | {vr / lr:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
