@@ -38,4 +38,11 @@ if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookwo
   fi
 fi
 echo "test.sh: vLLM's CPU environment and the Space image's base ready (LAB_VLLM=$LAB_VLLM); running the tests" >&2
-python -m pytest --durations=20 "$@"  # the slowest 20 tests, where the suite's time goes
+# Two pytest-xdist workers side by side: the vLLM tests on one, the Ray tests on the other, every other
+# module beside them, a module's tests on one worker (tests/parallel.py). LAB_TEST_WORKERS=0: one process.
+WORKERS="${LAB_TEST_WORKERS:-2}"
+PARALLEL=()
+if [ "$WORKERS" != "0" ]; then
+  PARALLEL=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
+fi
+python -m pytest "${PARALLEL[@]}" --durations=20 "$@"  # the slowest 20 tests, where the suite's time goes

@@ -14,12 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.markers import pytest_collection_modifyitems  # noqa: F401 (marks tests by what they need)
+from tests.markers import mark_items
+from tests.parallel import group_items, in_parallel
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
 # Playwright's `expect` waits 5 s by default; a 2-core CI machine loading a page with several
 # engines can take longer, so browser assertions wait up to this long for what they expect.
 BROWSER_EXPECT_MS = 30_000
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark tests by what they need (tests/markers.py); on several workers, group them (tests/parallel.py)."""
+    mark_items(items)
+    if in_parallel(config):
+        group_items(items)
 
 
 def pytest_configure(config) -> None:

@@ -73,7 +73,7 @@ def needs(item: pytest.Item) -> set[str]:
     return {marker for marker, rule in RULES.items() if names & rule}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def mark_items(items: list[pytest.Item]) -> None:
     """Add the markers each test earns (explicit ones stay)."""
     for item in items:
         have = {mark.name for mark in item.iter_markers()}
