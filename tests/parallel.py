@@ -29,8 +29,9 @@ def group_of(module: str, needs: set[str]) -> str:
 
 
 def in_parallel(config: pytest.Config) -> bool:
-    """True when this run sends tests to xdist workers (`-n N` with N > 0)."""
-    return bool(getattr(config.option, "numprocesses", None)) and getattr(config.option, "dist", "no") != "no"
+    """True in a pytest-xdist worker of a `--dist loadgroup` run: the workers collect the tests (xdist sets
+    `loadgroup` on them; their own `dist` is "no")."""
+    return bool(getattr(config.option, "loadgroup", False))
 
 
 def group_items(items: list[pytest.Item]) -> None:
