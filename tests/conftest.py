@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.engines.loading import MODEL_BUILD_LOCK
 from tests.markers import mark_items
 from tests.parallel import group_items, in_parallel
 
@@ -107,11 +108,12 @@ def save_tiny_model(folder: Path, *, hidden: int, heads: int, kv_heads: int, pos
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"), eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
     )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
+    with MODEL_BUILD_LOCK:  # never while an engine of this process builds its model (lab.engines.loading)
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(config)
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

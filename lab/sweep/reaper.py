@@ -71,6 +71,7 @@ def end(known: dict[int, float]) -> None:
             proc.kill()
         except psutil.Error:
             pass
+    psutil.wait_procs(left, timeout=GRACE_S)  # gone (or at least dead) before their folders are looked at
 
 
 def main(argv: list[str]) -> int:

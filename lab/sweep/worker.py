@@ -30,13 +30,21 @@ def _key(row: dict) -> str:
     return f"{row.get('task_id')}/{row.get('step_idx')}"
 
 
-def remove_orphans() -> None:
-    """Remove the temporary folders of sweep actors that no longer run on this machine."""
+def _running(pid: int) -> bool:
+    """True while process `pid` runs (a zombie, killed and not yet reaped, does not)."""
     import psutil
 
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def remove_orphans() -> None:
+    """Remove the temporary folders of sweep actors that no longer run on this machine."""
     for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         owner = _OWNED.match(path.name)
-        if owner and path.is_dir() and not psutil.pid_exists(int(owner[1])):
+        if owner and path.is_dir() and not _running(int(owner[1])):
             shutil.rmtree(path, ignore_errors=True)
 
 

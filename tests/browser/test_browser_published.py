@@ -71,7 +71,9 @@ def test_fetch_in_results_then_pick_in_compare(served, tmp_path):
         expect(column).to_have_attribute("data-state", "ready")  # task-000/0 is in the run
 
         for _ in range(10):  # to task-001/3, which the 10-step sample does not have
+            shown = page.locator("#lab-step input").input_value()
             page.locator("#lab-next").click()
+            expect(page.locator("#lab-step input")).not_to_have_value(shown)  # one step at a time, none lost
         expect(page.locator("#lab-step input")).to_have_value("step 3 · mid")
         expect(column).to_have_attribute("data-state", "absent")
         expect(column).to_contain_text("not in this run")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.engines.loading import MODEL_BUILD_LOCK
 from tests.conftest import save_tiny_model
 
 
@@ -23,8 +24,9 @@ def tiny_lora_dir(tiny_model_dir, tmp_path_factory) -> Path:
     from transformers import AutoModelForCausalLM
 
     folder = tmp_path_factory.mktemp("tiny-lora")
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with MODEL_BUILD_LOCK:  # never while an engine of this process builds its model (lab.engines.loading)
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     with torch.no_grad():  # non-zero B so the adapter changes the output
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:

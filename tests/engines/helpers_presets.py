@@ -14,9 +14,13 @@ family's published format (tests/data/chat_templates/). Nothing is downloaded.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from lab.engines.loading import MODEL_BUILD_LOCK
 
 from tests.paths import EXCERPT, REPO
 
@@ -94,6 +98,16 @@ def build_tokenizer(family: str):
     return tokenizer
 
 
+def under_build_lock(build: Callable[..., Path]) -> Callable[..., Path]:
+    """Build a model only while no engine of this process builds one: constructing or loading a model
+    switches process-wide state (lab.engines.loading.MODEL_BUILD_LOCK)."""
+    @functools.wraps(build)
+    def locked(*args, **kwargs) -> Path:
+        with MODEL_BUILD_LOCK:
+            return build(*args, **kwargs)
+    return locked
+
+
 def _finish(model, tokenizer, folder: Path, dtype) -> Path:
     """Decisive logits, generation config from the tokenizer, weights in `dtype`, saved into `folder`.
 
@@ -113,6 +127,7 @@ def _finish(model, tokenizer, folder: Path, dtype) -> Path:
     return folder
 
 
+@under_build_lock
 def save_qwen35(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
     """`Qwen3_5ForConditionalGeneration`: 2 text layers (Gated DeltaNet, then full attention with head
     size 64 and an interleaved M-RoPE over a quarter of it), a 1-block vision tower; bfloat16 weights
@@ -141,6 +156,7 @@ def save_qwen35(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
     return _finish(model, tokenizer, folder, torch.bfloat16)
 
 
+@under_build_lock
 def save_qwen35_lora(base: Path, folder: Path, *, seed: int = 1) -> Path:
     """A peft LoRA adapter (rank 8) on the language model's attention and MLP projections of the multimodal
     checkpoint `base` (keys `model.language_model.layers.N…`, the layout vLLM maps for this architecture:
@@ -162,6 +178,7 @@ def save_qwen35_lora(base: Path, folder: Path, *, seed: int = 1) -> Path:
     return folder
 
 
+@under_build_lock
 def save_lfm2moe(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
     """`Lfm2MoeForCausalLM`: 4 layers (short convolutions and attention with head size 32), the first
     dense, the others mixtures of 4 experts with 2 active per token; float32."""
@@ -180,6 +197,7 @@ def save_lfm2moe(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
     return _finish(Lfm2MoeForCausalLM(config), tokenizer, folder, torch.float32)
 
 
+@under_build_lock
 def save_gemma4(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
     """`Gemma4ForConditionalGeneration` with text, vision and audio configs: 4 text layers (3 sliding-window,
     1 full attention, head size 32), per-layer inputs as the E-sized models have, 1-layer towers; float32."""

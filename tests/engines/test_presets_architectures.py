@@ -201,9 +201,12 @@ def multimodal_with_adapter(folder: Path, adapter: Path, dtype: str):
     from transformers import AutoConfig
     import transformers
 
+    from lab.engines.loading import MODEL_BUILD_LOCK
+
     architecture = AutoConfig.from_pretrained(folder).architectures[0]
-    model = getattr(transformers, architecture).from_pretrained(folder, dtype=getattr(torch, dtype))
-    return PeftModel.from_pretrained(model, adapter).eval()
+    with MODEL_BUILD_LOCK:  # never while an engine of this process builds its model (lab.engines.loading)
+        model = getattr(transformers, architecture).from_pretrained(folder, dtype=getattr(torch, dtype))
+        return PeftModel.from_pretrained(model, adapter).eval()
 
 
 def completions(served: Served, body: dict) -> dict:

@@ -183,9 +183,12 @@ def tiny_lora_for_vllm(vllm_model_dir, tmp_path_factory) -> Path:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from lab.engines.loading import MODEL_BUILD_LOCK
+
     folder = tmp_path_factory.mktemp("vllm-lora")
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir),
-                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with MODEL_BUILD_LOCK:  # never while an engine of this process builds its model (lab.engines.loading)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir),
+                               LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     torch.manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():

@@ -46,8 +46,11 @@ def train_series(base: Path, folder: Path, trained: list) -> dict[int, Path]:
         ref = tokenizer(step.ref_raw, add_special_tokens=False).input_ids
         examples.append((torch.tensor([prompt + ref]), torch.tensor([[-100] * len(prompt) + ref])))
     renderer.close()
+    from lab.engines.loading import MODEL_BUILD_LOCK
+
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(base)
+    with MODEL_BUILD_LOCK:  # never while an engine of this process builds its model (lab.engines.loading)
+        model = AutoModelForCausalLM.from_pretrained(base)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     saved = {}
     for update in range(CHECKPOINTS[-1] + 1):

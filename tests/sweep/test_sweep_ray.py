@@ -214,8 +214,10 @@ def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, tmp_path)
     from tests.engines.test_vllm_cpu import vllm_processes
 
     folder = save_lfm2moe(tmp_path / "ckpts" / "checkpoint-100", positions=16384)
+    # one request at a time: with the lab's default concurrency the two runs once differed in a step's content
+    # (LFM2-MoE on vLLM's CPU build; which requests share a batch depends on when they arrive)
     spec = (f"vllm:{folder}?preset=lfm25-8b-a1b-sft&dtype=float32&max_model_len=16384&enforce_eager=true"
-            "&max_tokens=8&kv_cache_gb=0.5&name=vl")
+            "&max_tokens=8&kv_cache_gb=0.5&concurrency=1&name=vl")
     common = ["--replay", str(EXCERPT), "--limit", "3", "--engine", spec, "--engine", "reference"]
     env = {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
            "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
