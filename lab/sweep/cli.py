@@ -13,6 +13,7 @@ from lab.settings import Settings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from lab.runs.replay_cli import _number, add_arguments as replay_arguments
+    from lab.sweep.options import ANSWERS, WHAT
 
     replay_arguments(parser)
     parser.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: $LAB_RAY_ADDRESS, else local")
     parser.add_argument("--shards", type=_number(int, 1), default=1, metavar="N",
                         help="split each engine's steps into N shards run in parallel, then merge them")
-    parser.add_argument("--what", choices=["answers", "reference"], default="answers",
+    parser.add_argument("--what", choices=list(WHAT), default=ANSWERS,
                         help="answers: each engine replays the steps (as `replay`); reference: each engine scores the "
                              "reference answers' likelihood (as `score-reference`: NAME.reference.json, no sampling)")
 
@@ -34,11 +35,12 @@ def _select(args: argparse.Namespace, settings: Settings):
 def run(args: argparse.Namespace) -> int:
     from lab.runs.samples_cli import check_sample_args
     from lab.sweep.bars import TerminalBars
+    from lab.sweep.options import REFERENCE
     from lab.sweep.plan import Sweep, execute
     from lab.sweep.specs import expand_specs
 
     check_sample_args(args)
-    if args.what == "reference" and args.samples > 1:
+    if args.what == REFERENCE and args.samples > 1:
         raise LabError(f"--samples {args.samples} with --what reference: the reference is scored once per step "
                        "(teacher forcing, no sampling); drop --samples")
     settings = Settings()
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         agg = outcome.aggregate
         lacking = (f" ({outcome.missing} of the {len(steps)} selected are not in its stored run)"
                    if outcome.missing else "")
-        if args.what == "reference":
+        if args.what == REFERENCE:
             nll = agg["ref_nll_per_token"]
             print(f"{outcome.spec}: {agg['steps_scored']} of {agg['steps']} steps scored, {agg['ref_tokens']} reference "
                   f"tokens, NLL per token {'n/a' if nll is None else f'{nll:.4f}'} -> {outcome.path}")
