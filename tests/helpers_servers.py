@@ -106,3 +106,17 @@ def serve_lab(ctx):
         yield demo, f"http://127.0.0.1:{port}/"
     finally:
         demo.close()
+
+
+def server_memory_gib(engine) -> float:
+    """Resident memory (GiB) of a managed server's processes: its API server, vLLM's engine core and workers."""
+    import psutil
+
+    root = psutil.Process(engine.server.pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 2**30

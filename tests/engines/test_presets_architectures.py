@@ -429,21 +429,6 @@ def test_transformers_serve_beside_them_answers_alike_or_says_why(served, tmp_pa
         engine.close()
 
 
-def server_memory_gib(engine) -> float:
-    """Resident memory of a managed server's processes (the API server, vLLM's engine core and workers)."""
-    import psutil
-
-    root = psutil.Process(engine.server.pid)
-    procs = [root, *root.children(recursive=True)]
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return total / 2**30
-
-
 def test_the_five_presets_answer_one_step_side_by_side_in_compare(five_lab, checkpoints):
     """All five presets as Compare columns at once, in Chromium: Generate answers on every one (its F1, its
     timings, the reference's NLL per token). The pool split the CPU KV-cache budget between the five servers
@@ -454,7 +439,7 @@ def test_the_five_presets_answer_one_step_side_by_side_in_compare(five_lab, chec
     from lab.errors import LabError
     from lab.engines.servers.config import server_settings
     from tests.engines.test_vllm_cpu import ARGS, CHROMIUM
-    from tests.helpers_servers import serve_lab
+    from tests.helpers_servers import serve_lab, server_memory_gib
 
     presets = five_presets()
     names = [f"vl-{preset}" for preset in presets]
