@@ -130,10 +130,21 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
     try:
         wait_http(f"http://127.0.0.1:{port}/", 180, app)
         log = Path(vllm_env["LAB_LOG_DIR"]) / log_file_name("vl-app")
+        # the kill must come after the lab's load (its client's first requests): a server killed during them
+        # is a failed load, which the lab stops itself. So: Generate through the app until vl-app answers.
+        import re
+
+        from gradio_client import Client
+
+        from lab.data import load_replay
+
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        key = load_replay(str(EXCERPT)).steps[0].key
+        answered = re.compile(r'class="lab-col" data-engine="vllm:[^"]*name=vl-app[^"]*" data-state="ready"')
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and "Application startup complete" not in (log.read_text() if log.exists() else ""):
-            assert app.poll() is None
-            time.sleep(1)
+        while not answered.search(html := str(client.predict(key, False, None, api_name="/generate")[0])):
+            assert app.poll() is None and time.monotonic() < deadline, html[-500:]
+            time.sleep(2)
         server = next(c for c in psutil.Process(app.pid).children() if "serve" in " ".join(c.cmdline()))
         children = [c.pid for c in server.children(recursive=True)]
         assert children
