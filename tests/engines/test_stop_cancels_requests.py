@@ -1,11 +1,13 @@
 """Stop takes effect within about a second: a replay through a real `transformers serve` (tiny model,
-long answers) is interrupted mid-chunk, the requests in flight are dropped, finished steps stay in the
+long answers), reached as an `openai:` server or started by the lab as a managed `transformers-serve:`
+engine, is interrupted mid-chunk, the requests in flight are dropped, finished steps stay in the
 checkpoint (none recorded as an error), and the engine answers again afterwards."""
 from __future__ import annotations
 
 import json
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,10 +21,24 @@ from tests.paths import EXCERPT
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 
 
-def test_stop_cuts_in_flight_requests(tiny_model_dir, tmp_path):
-    steps = load_replay(str(EXCERPT)).steps
-    with transformers_serve(tiny_model_dir, tmp_path / "serve.log") as url:
-        engine = create_engine(f"openai:{url}#{tiny_model_dir}?concurrency=2&name=slow")
+@contextmanager
+def openai_engine(model_dir, tmp_path):
+    """An `openai:` engine on a `transformers serve` the test starts."""
+    with transformers_serve(model_dir, tmp_path / "serve.log") as url:
+        yield create_engine(f"openai:{url}#{model_dir}?concurrency=2&name=slow")
+
+
+@contextmanager
+def managed_engine(model_dir, tmp_path):
+    """A `transformers-serve:` engine: the lab starts and stops the server itself (a managed engine)."""
+    yield create_engine(f"transformers-serve:{model_dir}?concurrency=2&name=slow&device=cpu")
+
+
+@pytest.mark.parametrize("served", [openai_engine, managed_engine], ids=["openai", "managed"])
+def test_stop_cuts_in_flight_requests(served, tiny_model_dir, tmp_path):
+    # early steps: their prompts fit the tiny model's 32,768 positions, which a managed engine checks
+    steps = [s for s in load_replay(str(EXCERPT)).steps if s.step_idx < 4]
+    with served(tiny_model_dir, tmp_path) as engine:
         engine.load()
         try:
             sampling = Sampling(max_tokens=300)  # seconds per answer on CPU: Stop lands mid-request

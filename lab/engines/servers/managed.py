@@ -196,6 +196,12 @@ class ManagedEngine(EngineBase):
         with cpu_share.generating(self) if self.uses_local_cpu() else nullcontext():
             return self.client.generate(requests, sampling, on_done)
 
+    def cancel(self) -> None:
+        """Drop the requests in flight (Stop): the client closes their connections, the server aborts them,
+        and the answers already finished stay delivered."""
+        if self.client is not None:
+            self.client.cancel()
+
     def score_reference(self, prompt: str, reference: str):
         """The reference's token log-probabilities under the served model (lab.engines.reference_likelihood)."""
         if self.client is None or self.server is None or self.server.state != READY:
