@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.vllm_args import engine_arguments  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, vllm_exe  # noqa: E402
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
@@ -49,28 +50,6 @@ ARCHS = {
     "lfm2moe": ("save_lfm2moe", "lfm25-8b-a1b-sft", "float32"),
     "gemma4": ("save_gemma4", "gemma4-e4b-sft", "float32"),
 }
-SERVER_ONLY = {"host", "port", "served_model_name", "stream_interval"}  # the API server's, not LLM(...)'s
-
-
-def engine_arguments(argv: list[str]) -> dict:
-    """`LLM(...)`'s keyword arguments from a `vllm serve MODEL --flag value …` command line (server-only
-    flags left out; `--no-X` is X=False, a bare `--X` is X=True)."""
-    out: dict = {}
-    rest = argv[3:]
-    i = 0
-    while i < len(rest):
-        flag = rest[i][2:]
-        has_value = i + 1 < len(rest) and not rest[i + 1].startswith("--")
-        value: object = rest[i + 1] if has_value else not flag.startswith("no-")
-        key = (flag[3:] if flag.startswith("no-") and not has_value else flag).replace("-", "_")
-        if isinstance(value, str):
-            value = int(value) if value.isdigit() else value
-        if key not in SERVER_ONLY:
-            out[key] = value
-        i += 2 if has_value else 1
-    return out
-
-
 def lab_side(engine, steps: list, max_tokens: int, out: Path) -> dict:
     """The lab's replay of `steps` one at a time (the engine's concurrency is 1): start, TTFT, tokens/s."""
     replay(engine, steps[:1], ReplayConfig(out_dir=out / "warm", sampling=Sampling(temperature=0, max_tokens=2)))
