@@ -28,10 +28,28 @@ GROUPS = ["code", "data_processing", "data_querying", "data_science", "debugging
           "software_engineering", "swe", "system_administration"]  # the 14 groups of SPEC §1
 
 
+MARK = "Task Description:"
+
+
+def distinct_copy(step, n: int):
+    """`step` with its task description (in the prompt and the first message naming it) marked as copy `n`."""
+    mark = f"{MARK} (copy {n})"
+    messages, named = [], False
+    for message in step.messages:
+        content = message.get("content")
+        if not named and isinstance(content, str) and MARK in content:
+            message, named = {**message, "content": content.replace(MARK, mark, 1)}, True
+        messages.append(message)
+    return dataclasses.replace(step, prompt=step.prompt.replace(MARK, mark, 1), messages=tuple(messages))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="output .jsonl (outside the project)")
     parser.add_argument("--steps", type=int, default=303, help="about how many steps to write")
+    parser.add_argument("--distinct", action="store_true",
+                        help="name each copy in its task description, so copies share only the instructions "
+                             "before it (as distinct real tasks do) and a prefix cache cannot reuse one copy for another")
     args = parser.parse_args()
     base = load_replay(EXCERPT).steps
     out, n = [], 0
@@ -42,6 +60,8 @@ def main() -> None:
         for step in (s for s in base if s.task_id == src):
             clone = dataclasses.replace(step, task_id=task, sample_idx=n, source_group=group,
                                         source=f"synthetic/{group}")
+            if args.distinct:
+                clone = distinct_copy(clone, n)
             out.append(step_record(clone))
         n += 1
     Path(args.out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out[: args.steps]))

@@ -33,8 +33,8 @@ def main() -> None:
     parser.add_argument("--prompt-logprobs", action="store_true", help="teacher forcing: prefill token ids, one new token")
     parser.add_argument("--engine-json", default=None, help="LLM(...)'s engine arguments as JSON (replaces the defaults)")
     parser.add_argument("--one-at-a-time", action="store_true", help="each prompt alone: first-token and full seconds")
-    parser.add_argument("--logprobs", type=int, default=None, help="top-K log-probabilities per generated token "
-                        "(--one-at-a-time), as the lab's engines ask for")
+    parser.add_argument("--logprobs", type=int, default=None, help="top-K log-probabilities per generated token, "
+                        "as the lab's engines ask for")
     args = parser.parse_args()
     from vllm import LLM, SamplingParams
 
@@ -46,7 +46,7 @@ def main() -> None:
     llm = LLM(model=args.model, seed=0, **engine)
     ready = time.perf_counter()
     load = ready - start
-    params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True)
+    params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True, logprobs=args.logprobs)
     llm.generate(["warm up"], SamplingParams(max_tokens=2), use_tqdm=False)
     if args.prompt_logprobs:
         prefill(llm, prompts, args)

@@ -1,0 +1,123 @@
+"""Make the GPU proof's payload in .gpu/ (git-ignored), two pieces under the device tool's 64 MiB a call.
+
+    python bench/gpu/pack.py            # needs the package index; about 2 minutes on 2 cores
+
+  .gpu/a   the wheels the GPU image lacks (bench/gpu/packages.yaml, image_packages.txt), vLLM 0.25.1's Python
+           files without its large kernels, FlashAttention 3's kernels (xz), bench/gpu/setup.sh
+  .gpu/b   vLLM's main kernels (xz), the models (bench/gpu/models.py), the 303-step replay
+           (bench/scale_replay.py --distinct, xz), bench/gpu/run.sh
+
+Then, with the device tool, one call each, back to back (the machine stays warm 30 s):
+  run(command="bash .gpu/a/setup.sh", carry=[".gpu/a"])
+  run(command="bash .gpu/b/run.sh [bench/gpu/proof.py options]", carry=[".gpu/b"])
+"""
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+OUT = ROOT / ".gpu"
+PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"] + [
+    x for tag in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_24_x86_64",
+                  "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any")
+    for x in ("--platform", tag)]
+LIMIT = 64 * 2**20
+
+
+def name_of(requirement: str) -> str:
+    """`fastapi[standard]<0.137.0,>=0.133.0; extra…` -> `fastapi`, normalised."""
+    for stop in "[<>=!~; ":
+        requirement = requirement.split(stop)[0]
+    return requirement.strip().lower().replace("_", "-")
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *args, "-q"], check=True)
+
+
+def wheel_requirements(wheel: Path) -> list[str]:
+    """A wheel's unconditional `Requires-Dist` (no extras), markers dropped."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(meta).decode().splitlines()
+    return [line.split(":", 1)[1].split(";")[0].strip() for line in lines
+            if line.startswith("Requires-Dist:") and "extra ==" not in line]
+
+
+def missing_wheels(wanted: list[str], have: set[str], drop: set[str], work: Path) -> list[Path]:
+    """Resolve `wanted` for the GPU machine's Python and download what it lacks, one version each."""
+    report = work / "report.json"
+    pip("install", "--dry-run", "--ignore-installed", "--report", str(report), "--target", str(work / "x"),
+        *PLATFORM, *wanted)
+    urls = [item["download_info"]["url"] for item in json.loads(report.read_text())["install"]
+            if name_of(item["metadata"]["name"]) not in have | drop
+            and not name_of(item["metadata"]["name"]).startswith("nvidia-")]
+    wheels = work / "wheels"
+    pip("download", "--no-deps", *PLATFORM, "-d", str(wheels), *urls)
+    return sorted(wheels.glob("*.whl"))
+
+
+def xz(source: Path, target: Path) -> None:
+    with source.open("rb") as f, lzma.open(target, "wb", preset=6) as out:
+        shutil.copyfileobj(f, out, 2**22)
+
+
+def main() -> None:
+    spec = yaml.safe_load((HERE / "packages.yaml").read_text())
+    have = {name_of(n) for n in (HERE / "image_packages.txt").read_text().split() if not n.startswith("#")}
+    have = {n for n in have if n}
+    shutil.rmtree(OUT / "a", ignore_errors=True)
+    shutil.rmtree(OUT / "b", ignore_errors=True)
+    a, b = OUT / "a", OUT / "b"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-pack-") as tmp:
+        work = Path(tmp)
+        pip("download", "--no-deps", *PLATFORM, "-d", str(work / "vllm"), spec["vllm"])
+        vllm_wheel = next((work / "vllm").glob("vllm-*.whl"))
+        leave = {name_of(n) for n in spec["leave_out"]}
+        wanted = [spec["replace"].get(name_of(r), r) for r in wheel_requirements(vllm_wheel) if name_of(r) not in leave]
+        for wheel in missing_wheels(wanted + spec["also"], have, {name_of(n) for n in spec["drop"]}, work):
+            shutil.copy(wheel, a)
+        tree = work / "tree"
+        with zipfile.ZipFile(vllm_wheel) as z:
+            z.extractall(tree)
+        for path in spec["strip"]:
+            target = tree / path
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        for piece, path in spec["kernels"].items():
+            xz(tree / path, OUT / piece / (Path(path).name + ".xz"))
+            (tree / path).unlink()
+        with tarfile.open(a / "vllm-py.tar.xz", "w:xz") as tar:
+            for top in sorted(tree.iterdir()):
+                tar.add(top, arcname=top.name)
+    subprocess.run([sys.executable, str(HERE / "models.py"), "--out", str(b / "models")], check=True)
+    replay = OUT / "replay_scaled.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "scale_replay.py"), "--distinct", "--out", str(replay)],
+                   check=True)
+    xz(replay, b / "replay_scaled.jsonl.xz")
+    shutil.copy(HERE / "setup.sh", a)
+    shutil.copy(HERE / "run.sh", b)
+    tracked = sum((ROOT / p).stat().st_size for p in subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+        if (ROOT / p).is_file())
+    for piece in (a, b):
+        size = sum(p.stat().st_size for p in piece.rglob("*") if p.is_file()) + tracked
+        print(f"{piece.relative_to(ROOT)}: {size / 2**20:.1f} MiB with the working tree (limit 64)")
+        if size > LIMIT:
+            sys.exit(f"{piece}: over the device tool's 64 MiB a call")
+
+
+if __name__ == "__main__":
+    main()
