@@ -142,3 +142,32 @@ def test_http_generate_streams_columns(lab):
     job = client.submit(ctx.step_keys()[3], False, None, api_name="/generate")
     final = job.result()
     assert 'data-state="ready"' in final[0]
+
+
+def test_a_generate_paints_nothing_once_its_session_moved_on(lab, tiny_model_dir):
+    """The boundary the browser's cancel cannot close: a Generate whose next output is ready just as the
+    session moves to another step. Its handler checks the session's step before each output, so it paints
+    nothing over the new step; the answer still lands in the cache for when the step is opened again."""
+    from types import SimpleNamespace
+
+    ctx, demo, _, _ = lab
+    handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}
+    generate, next_step = handlers["generate"], handlers["next_step"]
+    name = ctx.add_engine(f"transformers:{tiny_model_dir}?max_tokens=64&name=boundary&device=cpu", wait=True)
+    try:
+        first = ctx.step_keys()[1]
+        session = SimpleNamespace(session_hash="boundary-session")
+        painted = generate(first, False, None, session)
+        running = next(painted)  # the columns with the new engine running
+        assert "boundary" in running[0]
+        next_step(first, False, None, session)  # the session moves on before the answer comes
+        assert list(painted) == []  # the rest of that Generate: nothing painted
+        assert (name, first) in ctx.views  # …and its answer kept
+        other = ctx.step_keys()[4]
+        show_step = handlers["show_step"]
+        show_step(other, False, None, session)
+        again = generate(other, False, None, session)  # a Generate on the step shown paints as before
+        outputs = list(again)
+        assert outputs and 'data-state="ready"' in outputs[-1][0]
+    finally:
+        ctx.remove_engine(name)

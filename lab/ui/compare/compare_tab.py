@@ -292,12 +292,14 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
     wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
+    shown = LRUCache(1024)  # session -> the step its last switch painted (a Generate of another step stops painting)
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None,
              heat_now: bool = True):
         key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
+            shown.put(request.session_hash, key)
         if ctx.replay is None:
             return tuple(gr.update() for _ in outputs)
         return view.updates(step_outputs(ctx, key, bool(full), heat), heat=heat_now)
@@ -326,6 +328,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             target = neighbour_key(ctx, base, offset)
             if session:
                 moves.put(session, (key, target))
+                shown.put(session, target)
             if ctx.replay is None:
                 return show(None, full, heat)
             return view.updates(step_outputs(ctx, target, bool(full), heat), heat=False)  # the heatmap follows
@@ -341,8 +344,16 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
-    def on_generate(key: str | None, full: bool, heat: str | None):
+    def on_generate(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
         key = step_key_argument(key)
+        session = request.session_hash if request is not None else None
+
+        def moved_on() -> bool:
+            """The session switched to another step since this Generate began: its columns must not be painted
+            over that step's (the answers still land in the cache and show when this step is opened again)."""
+            painted = shown.get(session) if session else None
+            return painted is not None and painted != key
+
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
@@ -354,8 +365,12 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         badges = column_badges(ctx, entries, key)
         views: list[EngineView] = []
         for views in generate_views(ctx, key):
+            if moved_on():
+                continue  # keep generating into the cache, paint nothing
             html = step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
             yield html, render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+        if moved_on():
+            return
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
         yield (step_columns_html(ctx, entries, step_obj, views, bool(full), badges), render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
