@@ -1,6 +1,8 @@
 """Render a step's messages into the exact prompt text a model receives (SPEC §3)."""
 from __future__ import annotations
 
+import weakref
+
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -53,10 +55,30 @@ def sent_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> SentTo
     if tokenizer is None:
         return None
     ids = list(tokenizer(text, add_special_tokens=add_special_tokens).input_ids)
-    bare = count_tokens(tokenizer, text) or 0
+    added = special_tokens_added(tokenizer) if add_special_tokens else 0
     bos = getattr(tokenizer, "bos_token_id", None)
     doubled = add_special_tokens and bos is not None and len(ids) >= 2 and ids[0] == ids[1] == bos
-    return SentTokens(len(ids), len(ids) - bare, bool(doubled))
+    return SentTokens(len(ids), added, bool(doubled))
+
+
+_ADDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def special_tokens_added(tokenizer) -> int:
+    """How many tokens the tokenizer's special-token rule adds to a text (its fixed BOS/EOS): the same for
+    every text, so counted once per tokenizer, on a probe, and a prompt is tokenized once, not twice."""
+    try:
+        return _ADDED[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    probe = "ls -la"
+    added = (len(tokenizer(probe, add_special_tokens=True).input_ids)
+             - len(tokenizer(probe, add_special_tokens=False).input_ids))
+    try:
+        _ADDED[tokenizer] = added
+    except TypeError:  # a tokenizer that takes no weak reference: counted each time
+        pass
+    return added
 
 
 def _error_text(exc: BaseException) -> str:
