@@ -15,9 +15,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 try:  # keeps BLAS single-threaded for the many small matrix products of score_batch
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import ThreadpoolController
 except ImportError:  # optional: without it the numbers are the same, only slower under load
-    threadpool_limits = None
+    ThreadpoolController = None
 
 from lab.scoring.tokens import normalize_unit, token_counts, unit_f1
 
@@ -216,11 +216,17 @@ def f1_matrix(pred_units: Sequence[str], ref_units: Sequence[str]) -> np.ndarray
         return _f1_matrix(table, table.ids(pred_units), table.ids(ref_units))
 
 
+_BLAS: list = []  # the process's ThreadpoolController, made once: finding the libraries costs ~2 ms a call
+
+
 def _single_threaded_blas():
-    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine."""
-    if threadpool_limits is None:
+    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine. numpy's
+    BLAS is loaded before this module runs, so the controller made at the first score sees it."""
+    if ThreadpoolController is None:
         return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def score_batch(
