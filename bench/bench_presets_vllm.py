@@ -3,13 +3,19 @@
 Per architecture (a tiny random-weight checkpoint in the preset's real layout, built as the tests build
 it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`) on both sides:
 
-  start      the lab: `vllm serve` started to ready (engine.load()); vLLM: its process started to `LLM(...)`
-             constructed (vLLM's import included on both sides)
+  start      to the first answer, vLLM's import included on both sides: the lab's `vllm serve` started to
+             ready (engine.load(), which ends with a one-token probe request), and of that the server's
+             process started to its /health answering; vLLM: its process started to `LLM(...)` constructed
+             and its first (two-token) generate done. A first request pays vLLM's lazy set-up on both sides
+             (1.7 s of the lab's probe on a fresh CPU server, 36 ms on the next)
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
              (`ignore_eos`): the lab's replay (render, stream, parse, score, checkpoint, file) against a
              loop of `LLM.generate([prompt])`
+  direct     the same prompts and request fields streamed to the lab's own `vllm serve` by plain httpx,
+             one at a time, read to the end: vLLM's HTTP API server without the lab, which splits the
+             lab's ratio into the API server's share and the lab's own
 
 vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
 dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off) and the same top-K
@@ -29,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -37,6 +45,7 @@ from bench.vllm_cpu_setup import run_offline, vllm_exe  # noqa: E402
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
+from lab.engines.client.fields import request_fields  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 from tests.engines import helpers_presets  # noqa: E402
@@ -63,6 +72,25 @@ def lab_side(engine, steps: list, max_tokens: int, out: Path) -> dict:
     return {"ttft_s": statistics.median(float(r["ttft_s"]) for r in rows), "tokens_per_s": tokens / wall}
 
 
+def direct_side(engine, prompts: list[str], max_tokens: int) -> float:
+    """Tokens/s of the prompts streamed one at a time to the engine's server by plain httpx, with the fields
+    the lab sends (lab.engines.client.fields: sampling, top-K log-probabilities, token ids, usage; `ignore_eos`),
+    each read to its end."""
+    fields, _ = request_fields(Sampling(temperature=0, max_tokens=max_tokens), {}, logprobs=engine.logprobs_k)
+    body = {"model": engine.served_model(), "stream": True, **fields, "ignore_eos": True}  # the lab's own request
+    url = f"{engine.server.base_url}/v1/completions"
+    with httpx.Client(timeout=600) as client:
+        with client.stream("POST", url, json={**body, "prompt": prompts[0], "max_tokens": 2}) as warm:
+            warm.read()
+        began = time.perf_counter()
+        for prompt in prompts:
+            with client.stream("POST", url, json={**body, "prompt": prompt}) as response:
+                response.raise_for_status()
+                for _ in response.iter_lines():
+                    pass
+    return len(prompts) * max_tokens / (time.perf_counter() - began)
+
+
 def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -> dict:
     builder, preset, dtype = ARCHS[arch]
     folder = getattr(helpers_presets, builder)(tmp / arch / "checkpoint", positions=CONTEXT)
@@ -73,6 +101,7 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
     began = time.perf_counter()
     engine.load()
     start_s = time.perf_counter() - began
+    server_ready_s = engine.server.ready_after_s or 0.0  # of which: its process started to /health answering
     try:
         steps = [s for s in load_replay(args.replay).steps
                  if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
@@ -80,6 +109,7 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
         llm_args = engine_arguments(engine.server_argv(0))
         logprobs = engine.logprobs_k  # the top-K log-probabilities the lab asks for with every token: vLLM too
         lab = lab_side(engine, steps, args.max_tokens, tmp / arch)
+        direct = direct_side(engine, prompts, args.max_tokens)
         memory = server_memory_gib(engine)
     finally:
         engine.close()
@@ -90,9 +120,9 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                           tmp / arch / "offline.json", f"{arch} generate")
     assert offline["tokens"] == len(prompts) * args.max_tokens
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
-            "start": (start_s, offline["load_s"]),
+            "start": (start_s, offline["first_answer_s"]), "server_ready_s": server_ready_s,
             "ttft": (lab["ttft_s"], statistics.median(offline["ttft_s"])),
-            "tokens_per_s": (lab["tokens_per_s"], offline["tokens"] / sum(offline["step_s"]))}
+            "tokens_per_s": (lab["tokens_per_s"], offline["tokens"] / sum(offline["step_s"])), "direct": direct}
 
 
 def main() -> None:
@@ -113,14 +143,14 @@ def main() -> None:
             print(f"{arch}: building its checkpoint and starting vllm serve …", flush=True)
             results.append(one_architecture(arch, args, exe, Path(tmp)))
     print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off\n")
-    print("| architecture (preset, dtype) | steps | start lab / vLLM s | TTFT lab / vLLM ms | tokens/s lab / vLLM "
-          "| ratio start | ratio TTFT | ratio time/token | server resident GiB |")
+    print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM s | TTFT lab / vLLM ms | tokens/s lab / direct / vLLM "
+          "| ratio start | ratio TTFT | ratio time/token lab / direct | server resident GiB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         (ls, vs), (lt, vt), (lr, vr) = r["start"], r["ttft"], r["tokens_per_s"]
-        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} / {vs:.1f} | "
-              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} | {vr / lr:.2f} "
-              f"| {r['memory_gib']:.2f} |")
+        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} ({r['server_ready_s']:.1f}) / {vs:.1f} | "
+              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {r['direct']:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} "
+              f"| {vr / lr:.2f} / {vr / r['direct']:.2f} | {r['memory_gib']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -48,11 +48,12 @@ def main() -> None:
     load = ready - start
     params = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True, logprobs=args.logprobs)
     llm.generate(["warm up"], SamplingParams(max_tokens=2), use_tqdm=False)
+    answered = time.perf_counter()  # the engine's first answer: what a lab server's start ends with (its probe)
     if args.prompt_logprobs:
         prefill(llm, prompts, args)
         return
     if args.one_at_a_time:
-        one_at_a_time(llm, prompts, args, ready - BEGAN)
+        one_at_a_time(llm, prompts, args, ready - BEGAN, answered - BEGAN)
         return
     times, tokens = [], []
     for _ in range(args.repeat):
@@ -64,9 +65,10 @@ def main() -> None:
         json.dump({"load_s": load, "generate_s": times, "tokens": tokens}, out)
 
 
-def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float) -> None:
+def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float, first_answer: float) -> None:
     """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`;
-    `load` is the seconds from this process's start to a ready engine (vLLM's import included)."""
+    `load` is the seconds from this process's start to a ready engine (vLLM's import included),
+    `first_answer` to its first answer (a short warm-up generate)."""
     from vllm import SamplingParams
 
     first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=args.logprobs)
@@ -81,7 +83,7 @@ def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float
         total.append(time.perf_counter() - start)
         tokens += len(out[0].outputs[0].token_ids)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"load_s": load, "ttft_s": ttft, "step_s": total, "tokens": tokens}, f)
+        json.dump({"load_s": load, "first_answer_s": first_answer, "ttft_s": ttft, "step_s": total, "tokens": tokens}, f)
 
 
 def prefill(llm, pairs: list[dict], args: argparse.Namespace) -> None:
