@@ -76,6 +76,7 @@ class Report:
 
 
 def specs(models: Path, max_tokens: int, names: list[str]) -> list[str]:
+    """The engines' SPECs: random weights, bfloat16, eager, every answer `max_tokens` long."""
     common = (f"load_format=dummy&dtype=bfloat16&enforce_eager=true&max_tokens={max_tokens}&ignore_eos=true"
               "&temperature=0&ready_timeout=600")
     out = []
@@ -109,6 +110,7 @@ def gpu_memory_mib(pids: set[int]) -> float | None:
 
 
 def server_pids(engine) -> set[int]:
+    """The managed server's process and its children (vLLM's engine core and workers)."""
     import psutil
 
     root = psutil.Process(engine.server.pid)
@@ -116,6 +118,7 @@ def server_pids(engine) -> set[int]:
 
 
 def reset_prefix_cache(engine) -> bool:
+    """Empty the server's prefix cache (a dev-mode endpoint); False where it did not answer 200."""
     try:
         return httpx.post(f"{engine.server.base_url}/reset_prefix_cache", timeout=30).status_code == 200
     except httpx.HTTPError:
@@ -123,6 +126,7 @@ def reset_prefix_cache(engine) -> bool:
 
 
 def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank `q` quantile; None for no values."""
     if not values:
         return None
     ordered = sorted(values)
@@ -130,6 +134,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def figures(rows: list[dict], wall: float, total: int) -> dict:
+    """A replay's figures from its per-step rows and wall seconds."""
     ttft = [float(r["ttft_s"]) for r in rows if r.get("ttft_s") is not None]
     return {"steps": len(rows), "of": total, "wall_s": round(wall, 2),
             "s_per_step": round(wall / len(rows), 4) if rows else None,
@@ -229,6 +234,7 @@ def scenario_cli(engine, replay_path: Path, out: Path, args, report) -> None:
 
 def scenario_offline(folder: Path, llm_args: dict, prompts: list[str], lab_alone: dict | None, out: Path, args,
                      report) -> None:
+    """vLLM's offline generate of `prompts` with the lab server's engine arguments, against the lab's alone run."""
     (out / "offline_prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
     python = str(Path(os.environ["LAB_VLLM"]).with_name("python"))
     python = python if Path(python).exists() else sys.executable

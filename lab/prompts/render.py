@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import weakref
-
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
