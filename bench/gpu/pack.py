@@ -9,7 +9,8 @@
 
 Then, with the device tool, one call each, back to back (the machine stays warm 30 s):
   run(command="bash .gpu/a/setup.sh", carry=[".gpu/a"])
-  run(command="bash .gpu/b/run.sh [bench/gpu/proof.py options]", carry=[".gpu/b"])
+  run(command="bash .gpu/b/run.sh [bench/gpu/proof.py options]", carry=[".gpu/b"], timeout_s=540)
+(the first call starts the machine; the second must come within its 30 s of warmth, or setup.sh runs again)
 """
 from __future__ import annotations
 
