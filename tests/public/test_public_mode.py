@@ -179,7 +179,8 @@ def test_stop_from_another_session_does_not_stop_my_batch(tmp_path):
     results = make_results_dir(tmp_path)
     names = ["reference"]
     args = ["--results", str(results), "--replay", str(EXCERPT), "--engine", "reference"]
-    for i in range(4):  # a batch long enough for B's press to arrive while it runs
+    for i in range(12):  # a batch long enough for B's press to arrive while it runs (with 4 runs it ended 0.47 s
+        # after the press on an idle machine, and once before the press's answer in a full parallel suite)
         write_stored_run(results / "runs" / f"altered{i}.json", f"altered{i}", offset=i)
         args += ["--engine", f"stored:{results / 'runs' / f'altered{i}.json'}"]
         names.append(f"altered{i}")
