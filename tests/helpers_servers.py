@@ -112,11 +112,10 @@ def server_memory_gib(engine) -> float:
     """Resident memory (GiB) of a managed server's processes: its API server, vLLM's engine core and workers."""
     import psutil
 
-    root = psutil.Process(engine.server.pid)
     total = 0
-    for proc in [root, *root.children(recursive=True)]:
+    for pid in engine.server.process_ids():
         try:
-            total += proc.memory_info().rss
+            total += psutil.Process(pid).memory_info().rss
         except psutil.Error:
             continue
     return total / 2**30

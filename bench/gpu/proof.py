@@ -10,7 +10,8 @@ the steps it finished), so a run cut short keeps what it measured:
 
   start      the lab's pool adds the three engines at once: 0.6B with its LoRA, 1.7B and 8B, each a managed
              `vllm serve`, started one after another; the 8B asks for 0.45 of the GPU, the other two split
-             what is left of the lab's budget. Per engine: seconds to ready, GPU memory of its processes
+             what is left of the lab's budget. Per engine: seconds to ready, GPU memory of its processes (as
+             the Engines tab reads it)
   together   all three replay the steps at once (lab.runs.replay.replay, what `python -m lab replay` and
              Batch run; three threads): per engine seconds per step, TTFT p50/p95
   alone      each engine replays the first `--alone-steps` steps by itself: the same figures
@@ -94,27 +95,6 @@ def nvidia_smi(*query: str) -> str | None:
     except FileNotFoundError:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-def gpu_memory_mib(pids: set[int]) -> float | None:
-    """GPU memory (MiB) nvidia-smi reports for these processes."""
-    answer = nvidia_smi("--query-compute-apps=pid,used_memory")
-    if answer is None:
-        return None
-    total = 0.0
-    for line in answer.splitlines():
-        pid, _, used = line.partition(",")
-        if pid.strip().isdigit() and int(pid) in pids:
-            total += float(used)
-    return total
-
-
-def server_pids(engine) -> set[int]:
-    """The managed server's process and its children (vLLM's engine core and workers)."""
-    import psutil
-
-    root = psutil.Process(engine.server.pid)
-    return {root.pid, *(p.pid for p in root.children(recursive=True))}
 
 
 def reset_prefix_cache(engine) -> bool:
@@ -299,7 +279,8 @@ def main() -> None:
         ready = row["state"] == READY
         start[row["name"]] = {"state": row["state"], "error": row.get("error"), "load_s": engine.load_time_sec,
                               "gpu_memory_utilization": engine.gpu_memory_utilization,
-                              "gpu_memory_mib": gpu_memory_mib(server_pids(engine)) if ready else None,
+                              # the figure the Engines tab shows: NVML, the server's processes (lab.engines.servers)
+                              "gpu_memory_gb": engine.server_status()["gpu_memory_gb"] if ready else None,
                               "argv": engine.server_argv(0)[1:] if ready else None}
     report.put("start", {"engines": start, "all_ready_s": round(time.perf_counter() - began, 1),
                          "gpu_memory_used_mib": nvidia_smi("--query-gpu=memory.used")})
