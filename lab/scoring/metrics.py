@@ -9,6 +9,7 @@ that share a reference (the same replay step across runs), computes each distinc
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -216,17 +217,18 @@ def f1_matrix(pred_units: Sequence[str], ref_units: Sequence[str]) -> np.ndarray
         return _f1_matrix(table, table.ids(pred_units), table.ids(ref_units))
 
 
-_BLAS: list = []  # the process's ThreadpoolController, made once: finding the libraries costs ~2 ms a call
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """The process's ThreadpoolController, made once (finding the libraries costs ~2 ms a call). numpy's
+    BLAS is loaded before this module runs, so the controller made at the first score sees it."""
+    return ThreadpoolController()
 
 
 def _single_threaded_blas():
-    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine. numpy's
-    BLAS is loaded before this module runs, so the controller made at the first score sees it."""
+    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine."""
     if ThreadpoolController is None:
         return contextlib.nullcontext()
-    if not _BLAS:
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def score_batch(
