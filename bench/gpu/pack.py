@@ -25,6 +25,8 @@ import zipfile
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -37,10 +39,8 @@ LIMIT = 64 * 2**20
 
 
 def name_of(requirement: str) -> str:
-    """`fastapi[standard]<0.137.0,>=0.133.0; extra…` -> `fastapi`, normalised."""
-    for stop in "[<>=!~; ":
-        requirement = requirement.split(stop)[0]
-    return requirement.strip().lower().replace("_", "-")
+    """`fastapi[standard]<0.137.0,>=0.133.0` -> `fastapi`, normalised (PEP 503)."""
+    return canonicalize_name(Requirement(requirement).name)
 
 
 def pip(*args: str) -> None:
@@ -76,8 +76,8 @@ def xz(source: Path, target: Path) -> None:
 
 def main() -> None:
     spec = yaml.safe_load((HERE / "packages.yaml").read_text())
-    have = {name_of(n) for n in (HERE / "image_packages.txt").read_text().split() if not n.startswith("#")}
-    have = {n for n in have if n}
+    lines = (HERE / "image_packages.txt").read_text().splitlines()
+    have = {name_of(n) for line in lines if not line.startswith("#") for n in line.split()}
     shutil.rmtree(OUT / "a", ignore_errors=True)
     shutil.rmtree(OUT / "b", ignore_errors=True)
     a, b = OUT / "a", OUT / "b"
