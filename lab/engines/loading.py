@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -75,6 +76,38 @@ def hub_snapshot(model: str, what: str = "model", cache_only: bool = False) -> s
             f"{what} '{model}' is neither in this server's Hugging Face cache nor downloadable from the Hub "
             f"({type(exc).__name__}); a visitor's ORG/NAME is always a Hub id"
         ) from None
+
+
+def rendering_tokenizer(source: str):
+    """The tokenizer that renders prompts for a server's model, from a folder or the local HF cache
+    only (never downloaded, so an offline lab does not hang); None when there is none: the renderer
+    then uses its identity-based formats."""
+    (auto_tokenizer,) = import_transformers("AutoTokenizer")
+    try:
+        if visitor_loading():  # a visitor's engine: its Hub cache folder, never a folder of the working directory
+            if not is_hub_id(source) and not source.startswith("/"):  # (a visitor's `/…` was confined at admission)
+                return None
+            source = hub_snapshot(source, "tokenizer", cache_only=True) if is_hub_id(source) else source
+        return auto_tokenizer.from_pretrained(source, local_files_only=not looks_like_path(source))
+    except Exception:  # noqa: BLE001 - no tokenizer: the renderer uses identity-based formats
+        return None
+
+
+def rendering_tokenizer_soon(source: str) -> Future:
+    """`rendering_tokenizer(source)` loading on a thread of its own while the caller waits for
+    something else (a managed server starting); it loads as the calling thread would (a visitor's
+    engine stays a visitor's)."""
+    visitor = visitor_loading()
+
+    def load():
+        with hub_ids_only(visitor):
+            return rendering_tokenizer(source)
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-tokenizer")
+    try:
+        return pool.submit(load)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def check_model_source(model: str, what: str = "model") -> str:

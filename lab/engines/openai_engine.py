@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Iterator
 
@@ -47,7 +47,7 @@ from lab.engines.client.probe import read_models
 from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.context import overlong_error
-from lab.engines.loading import hub_snapshot, import_transformers, is_hub_id, looks_like_path, visitor_loading
+from lab.engines.loading import rendering_tokenizer
 from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
@@ -108,6 +108,8 @@ class OpenAIEngine(EngineBase):
         self.context_guard: tuple[int, str] | None = None  # set by a managed server that cannot refuse
         # `transformers serve`: the model's generation config, sent per request with the sampling
         self.generation_base: dict | None = None
+        # a managed server's rendering tokenizer, loading since its server started (loading.rendering_tokenizer_soon)
+        self.tokenizer_soon: Future | None = None
 
     @property
     def overlong_prompt(self) -> str:
@@ -126,20 +128,6 @@ class OpenAIEngine(EngineBase):
         return overlong_error(n, int(sampling.max_tokens), length, source)
 
     # --- loading ---------------------------------------------------------------------
-    def _load_tokenizer(self):
-        """Try the tokenizer from a folder or the local HF cache (never downloads, so an offline
-        lab does not hang); None means the renderer uses its identity-based formats."""
-        (auto_tokenizer,) = import_transformers("AutoTokenizer")
-        source = self.option("tokenizer") or self.model_id
-        try:
-            if visitor_loading():  # a visitor's engine: its Hub cache folder, never a folder of the working directory
-                if not is_hub_id(source) and not source.startswith("/"):  # (a visitor's `/…` was confined at admission)
-                    return None
-                source = hub_snapshot(source, "tokenizer", cache_only=True) if is_hub_id(source) else source
-            return auto_tokenizer.from_pretrained(source, local_files_only=not looks_like_path(source))
-        except Exception:  # noqa: BLE001 - no tokenizer: the renderer uses identity-based formats
-            return None
-
     def _open_clients(self) -> None:
         import httpx
         import openai
@@ -194,7 +182,9 @@ class OpenAIEngine(EngineBase):
             self.concurrency = sum(SERVER_CONCURRENCY.get(r.owner or "", DEFAULT_CONCURRENCY)
                                    for r in self.replicas.replicas)
             self._slots = threading.BoundedSemaphore(self.concurrency)
-        self.tokenizer = self._load_tokenizer()
+        early = self.tokenizer_soon.result() if self.tokenizer_soon is not None else None
+        # none early: a Hub model's files may have come with its server's start (vLLM downloads them)
+        self.tokenizer = early if early is not None else rendering_tokenizer(self.option("tokenizer") or self.model_id)
         self.load_time_sec = time.perf_counter() - start
         self.loaded = True
 

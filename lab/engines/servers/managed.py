@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import replace
 
 from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import COMMON_OPTIONS, EngineBase, EngineConfig, OnDone
+from lab.engines.loading import rendering_tokenizer_soon
 from lab.engines.servers.config import log_dir, log_file_name, server_settings
 from lab.engines.servers.gpu_memory import gpu_memory_gb
 from lab.engines.servers.missing import last_exception, missing_package
@@ -105,9 +107,10 @@ class ManagedEngine(EngineBase):
             self.server.start()
         except ServerFailed as exc:
             raise ServerFailed(f"{exc}. {self.MISSING_HINT}".rstrip(". ")) from None
+        tokenizer = rendering_tokenizer_soon(self.rendering_tokenizer())  # loads while the server starts
         try:
             self.server.wait_ready()
-            self._connect()
+            self._connect(tokenizer)
         except ServerFailed:
             self.server.stop()
             lines = self.server.tail(400, since_start=True)
@@ -132,8 +135,9 @@ class ManagedEngine(EngineBase):
         """What to do when the server's environment lacks `package`."""
         return f"install {package} where the server's executable ({self.server.argv[0]}) runs"
 
-    def _connect(self) -> None:
-        """(Re)build the OpenAI-compatible client for the running server."""
+    def _connect(self, tokenizer: Future | None = None) -> None:
+        """(Re)build the OpenAI-compatible client for the running server; `tokenizer`: the rendering
+        tokenizer already loading (else the client loads it)."""
         from lab.engines.openai_engine import OpenAIEngine
 
         if self.client is not None:
@@ -146,6 +150,7 @@ class ManagedEngine(EngineBase):
         client.name = self.name
         client.context_guard = self.context_guard()
         client.generation_base = self.generation_base()
+        client.tokenizer_soon = tokenizer
         client.load()
         self.client = client
         self.tokenizer = client.tokenizer
@@ -174,8 +179,9 @@ class ManagedEngine(EngineBase):
             self.client.close()
             self.client = None
         self.loaded = False
+        tokenizer = rendering_tokenizer_soon(self.rendering_tokenizer())
         self.server.restart(self.ready_timeout)
-        self._connect()
+        self._connect(tokenizer)
         self.loaded = True
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from lab.errors import EngineLoadError
 
 STARTING, READY, CRASHED, STOPPED = "starting", "ready", "crashed", "stopped"
 READY_PATHS = ("/health", "/v1/models")
+READY_POLL_S = 0.1  # a refused connection costs microseconds; the start is seen within 0.1 s
 PR_SET_PDEATHSIG = 1
 TAIL_LINES = 30
 START_MARK = "lab starts:"  # the lab's own line before the command it runs
@@ -253,7 +254,7 @@ class ManagedServer:
                         f"{self.ready_timeout if timeout is None else timeout:.0f} s; stopped it (log {self.log_path})\n"
                         + "\n".join(self.tail(12))
                     )
-                time.sleep(0.5)
+                time.sleep(READY_POLL_S)
 
     def stop(self, grace: float | None = None) -> None:
         """TERM the whole process group, KILL it after `grace` seconds; state -> stopped."""
