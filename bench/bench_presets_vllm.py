@@ -6,8 +6,9 @@ it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`
   start      to the first answer, vLLM's import included on both sides: the lab's `vllm serve` started to
              ready (engine.load(), which ends with a one-token probe request), and of that the server's
              process started to its /health answering; vLLM: its process started to `LLM(...)` constructed
-             and its first (two-token) generate done. A first request pays vLLM's lazy set-up on both sides
-             (1.7 s of the lab's probe on a fresh CPU server, 36 ms on the next)
+             and its first answer, the same one-token request with the same top-K log-probabilities. vLLM's
+             first request with log-probabilities pays a lazy set-up on both sides (1.5 s on this CPU; 10 ms
+             on the next)
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
