@@ -20,11 +20,15 @@ it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`
 
 vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
 dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off) and the same top-K
-log-probabilities with every token (the lab's `logprobs`, default 5). Prints a table
-and the ratios lab / vLLM (goal ≤ 1.10), with each lab server's resident memory (KV cache 1 GiB). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
+log-probabilities with every token (the lab's `logprobs`, default 5). It starts once the lab's server is
+ready (and idle), and stays: TTFT and tokens/s are measured in `--rounds` rounds, each running the lab,
+direct and vLLM in turn, so that all three meet this machine in the same state (on 2 shared cores one
+pass of each moved the ratios by up to 0.1 between runs). Prints a table with the medians over the
+rounds and the ratios lab / vLLM (goal ≤ 1.10) with their range, and each lab server's resident memory
+(KV cache 1 GiB). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
 
     LAB_VLLM=$(bash scripts/vllm_cpu_env.sh) python bench/bench_presets_vllm.py [--archs qwen35,lfm2moe,gemma4]
-        [--steps 6] [--max-tokens 32]
+        [--steps 6] [--max-tokens 32] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.vllm_args import engine_arguments  # noqa: E402
-from bench.vllm_cpu_setup import run_offline, vllm_exe  # noqa: E402
+from bench.vllm_cpu_setup import OfflineRounds, vllm_exe  # noqa: E402
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
@@ -103,27 +107,40 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
     engine.load()
     start_s = time.perf_counter() - began
     server_ready_s = engine.server.ready_after_s or 0.0  # of which: its process started to /health answering
+    offline = None
     try:
         steps = [s for s in load_replay(args.replay).steps
                  if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
         prompts = [render_for_engine(engine, s).text for s in steps]
-        llm_args = engine_arguments(engine.server_argv(0))
-        logprobs = engine.logprobs_k  # the top-K log-probabilities the lab asks for with every token: vLLM too
-        lab = lab_side(engine, steps, args.max_tokens, tmp / arch)
-        direct = direct_side(engine, prompts, args.max_tokens)
+        (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+        # vLLM's engine: the lab server's own engine arguments and the same top-K log-probabilities; it
+        # starts while the lab's server is idle, and then the two sides take turns, round after round
+        offline = OfflineRounds(exe, ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"),
+                                      "--max-tokens", str(args.max_tokens), "--engine-json",
+                                      json.dumps(engine_arguments(engine.server_argv(0))),
+                                      "--logprobs", str(engine.logprobs_k)],
+                                tmp / arch / "offline.log", f"{arch} generate")
+        rounds = []
+        for number in range(args.rounds):
+            lab = lab_side(engine, steps, args.max_tokens, tmp / arch / f"round{number}")
+            direct = direct_side(engine, prompts, args.max_tokens)
+            vllm = offline.round()
+            assert vllm["tokens"] == len(prompts) * args.max_tokens
+            rounds.append({"lab": lab, "direct": direct, "vllm_ttft_s": statistics.median(vllm["ttft_s"]),
+                           "vllm_tokens_per_s": vllm["tokens"] / sum(vllm["step_s"])})
         memory = server_memory_gib(engine)
     finally:
+        if offline is not None:
+            offline.close()
         engine.close()
-    (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
-    offline = run_offline(exe, ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"), "--max-tokens",
-                                str(args.max_tokens), "--one-at-a-time", "--engine-json", json.dumps(llm_args),
-                                "--logprobs", str(logprobs)],
-                          tmp / arch / "offline.json", f"{arch} generate")
-    assert offline["tokens"] == len(prompts) * args.max_tokens
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
-            "start": (start_s, offline["first_answer_s"]), "server_ready_s": server_ready_s,
-            "ttft": (lab["ttft_s"], statistics.median(offline["ttft_s"])),
-            "tokens_per_s": (lab["tokens_per_s"], offline["tokens"] / sum(offline["step_s"])), "direct": direct}
+            "start": (start_s, offline.start["first_answer_s"]), "server_ready_s": server_ready_s, "rounds": rounds}
+
+
+def spread(values: list[float]) -> str:
+    """The median of `values`, with their range when there are several."""
+    middle = statistics.median(values)
+    return f"{middle:.2f}" if len(values) == 1 else f"{middle:.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
 def main() -> None:
@@ -132,6 +149,7 @@ def main() -> None:
     parser.add_argument("--replay", default=str(EXCERPT))
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three sides in turn (medians reported)")
     args = parser.parse_args()
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHS]
@@ -143,16 +161,24 @@ def main() -> None:
         for arch in archs:
             print(f"{arch}: building its checkpoint and starting vllm serve …", flush=True)
             results.append(one_architecture(arch, args, exe, Path(tmp)))
-    print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off\n")
-    print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM s | TTFT lab / vLLM ms | tokens/s lab / direct / vLLM "
-          "| ratio start | ratio TTFT | ratio time/token lab / direct | server resident GiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off; {args.rounds} rounds, the sides "
+          "in turn (lab, direct, vLLM) each round; medians over the rounds (range)\n")
+    print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM s | TTFT lab / vLLM ms "
+          "| tokens/s lab / direct / vLLM | ratio start | ratio TTFT | ratio time/token lab | ratio time/token direct "
+          "| server resident GiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        (ls, vs), (lt, vt), (lr, vr) = r["start"], r["ttft"], r["tokens_per_s"]
+        (ls, vs), rounds = r["start"], r["rounds"]
+        lab_ttft = statistics.median(x["lab"]["ttft_s"] for x in rounds)
+        vllm_ttft = statistics.median(x["vllm_ttft_s"] for x in rounds)
+        lab_rate = statistics.median(x["lab"]["tokens_per_s"] for x in rounds)
+        direct_rate = statistics.median(x["direct"] for x in rounds)
+        vllm_rate = statistics.median(x["vllm_tokens_per_s"] for x in rounds)
         print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} ({r['server_ready_s']:.1f}) / {vs:.1f} | "
-              f"{lt * 1000:.0f} / {vt * 1000:.0f} | {lr:.1f} / {r['direct']:.1f} / {vr:.1f} | {ls / vs:.2f} | {lt / vt:.2f} "
-              f"| {vr / lr:.2f} / {vr / r['direct']:.2f} | {r['memory_gib']:.2f} |")
-
+              f"{lab_ttft * 1000:.0f} / {vllm_ttft * 1000:.0f} | {lab_rate:.1f} / {direct_rate:.1f} / {vllm_rate:.1f} "
+              f"| {ls / vs:.2f} | {spread([x['lab']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
+              f"| {spread([x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds])} "
+              f"| {spread([x['vllm_tokens_per_s'] / x['direct'] for x in rounds])} | {r['memory_gib']:.2f} |")
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 """What the benchmarks against vLLM's own offline engine share: the CPU build's environment, a tiny
-model its CPU backend accepts (head size 32), and one run of bench/vllm_offline.py in vLLM's environment."""
+model its CPU backend accepts (head size 32), one run of bench/vllm_offline.py in vLLM's environment, or its
+engine kept for rounds."""
 from __future__ import annotations
 
 import json
@@ -39,3 +40,46 @@ def run_offline(exe: str, args: list[str], out: Path, what: str) -> dict:
     if done.returncode:
         sys.exit(f"vLLM offline {what} failed:\n{done.stderr[-2000:]}")
     return json.loads(out.read_text())
+
+
+class OfflineRounds:
+    """bench/vllm_offline.py --rounds-fd kept alive in vLLM's environment: its engine's start, then one
+    round of its prompts (each alone) per `round()`, so that a benchmark alternates it with the lab's side
+    and both meet the machine in the same state."""
+
+    def __init__(self, exe: str, args: list[str], log: Path, what: str) -> None:
+        python = str(Path(exe).with_name("python"))
+        self.what, self.log_path = what, log
+        read, write = os.pipe()
+        with open(log, "w", encoding="utf-8") as log_file:
+            self.proc = subprocess.Popen(
+                [python, str(ROOT / "bench" / "vllm_offline.py"), *args, "--rounds-fd", str(write)],
+                stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT, pass_fds=(write,), text=True,
+                env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
+        os.close(write)
+        self.results = os.fdopen(read, "r", encoding="utf-8")
+        self.start = self._next()  # load_s, first_answer_s
+
+    def _next(self) -> dict:
+        line = self.results.readline()
+        if not line:
+            self.proc.wait(timeout=30)
+            tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
+            sys.exit(f"vLLM offline {self.what} ended (exit code {self.proc.returncode}):\n{tail}")
+        return json.loads(line)
+
+    def round(self) -> dict:
+        """One round: per prompt its seconds to the first token and to all tokens, and the tokens."""
+        self.proc.stdin.write("round\n")
+        self.proc.stdin.flush()
+        return self._next()
+
+    def close(self) -> None:
+        """End the engine (stdin closed) and wait for its process."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.results.close()

@@ -7,8 +7,10 @@ Writes one JSON object to --out: load seconds, generate seconds per repeat, toke
 Used by bench/bench_vllm_overhead.py; the settings mirror the lab's `vllm:` engine there.
 `--engine-json '{"dtype": "bfloat16", "language_model_only": true, …}'` gives `LLM(...)` exactly the
 engine arguments of a lab server instead (bench/bench_presets_vllm.py reads them from its `vllm serve`
-command line). `--one-at-a-time` sends each prompt alone, as a replay at concurrency 1 does: per prompt
-the seconds to its first token (a generate of one token) and to all `--max-tokens`. With
+command line). `--rounds-fd N` keeps the engine for rounds that the caller asks for, one line on stdin
+each: a round sends each prompt alone, as a replay at concurrency 1 does, and writes one JSON line to
+file descriptor N (vLLM logs to stdout) with per prompt the seconds to its first token (a generate of
+one token) and to all `--max-tokens`; the first line written is the engine's start. With
 `--prompt-logprobs` the prompts are `{"ids": [...], "n_prompt": K}` (a prompt's and a reference's token
 ids joined, as the lab's score-reference sends them): one prefill each (`max_tokens=1`,
 `prompt_logprobs=0`), and the result adds each reference token's log-probability (bench/bench_reference_vllm.py).
@@ -29,10 +31,11 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=16384)
     parser.add_argument("--kv-cache-gb", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default=None, help="the result JSON (every mode but --rounds-fd)")
     parser.add_argument("--prompt-logprobs", action="store_true", help="teacher forcing: prefill token ids, one new token")
     parser.add_argument("--engine-json", default=None, help="LLM(...)'s engine arguments as JSON (replaces the defaults)")
-    parser.add_argument("--one-at-a-time", action="store_true", help="each prompt alone: first-token and full seconds")
+    parser.add_argument("--rounds-fd", type=int, default=None, help="rounds of each prompt alone, one per line on stdin, "
+                        "their first-token and full seconds written to this file descriptor")
     parser.add_argument("--logprobs", type=int, default=None, help="top-K log-probabilities per generated token, "
                         "as the lab's engines ask for")
     args = parser.parse_args()
@@ -55,8 +58,8 @@ def main() -> None:
     if args.prompt_logprobs:
         prefill(llm, prompts, args)
         return
-    if args.one_at_a_time:
-        one_at_a_time(llm, prompts, args, ready - BEGAN, answered - BEGAN)
+    if args.rounds_fd is not None:
+        rounds(llm, prompts, args, ready - BEGAN, answered - BEGAN)
         return
     times, tokens = [], []
     for _ in range(args.repeat):
@@ -68,14 +71,27 @@ def main() -> None:
         json.dump({"load_s": load, "generate_s": times, "tokens": tokens}, out)
 
 
-def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float, first_answer: float) -> None:
-    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`;
-    `load` is the seconds from this process's start to a ready engine (vLLM's import included),
-    `first_answer` to its first answer (a short warm-up generate)."""
+def rounds(llm, prompts: list[str], args: argparse.Namespace, load: float, first_answer: float) -> None:
+    """Write the engine's start to `--rounds-fd` (`load`: seconds from this process's start to a ready
+    engine, vLLM's import included; `first_answer`: to its first answer), then a round of the prompts,
+    each alone, per line read from stdin, until stdin closes."""
+    import sys
+
+    with open(args.rounds_fd, "w", encoding="utf-8") as results:
+        results.write(json.dumps({"load_s": load, "first_answer_s": first_answer}) + "\n")
+        results.flush()
+        for line in sys.stdin:
+            if line.strip():
+                results.write(json.dumps(alone(llm, prompts, args.max_tokens, args.logprobs)) + "\n")
+                results.flush()
+
+
+def alone(llm, prompts: list[str], max_tokens: int, logprobs: int | None) -> dict:
+    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`."""
     from vllm import SamplingParams
 
-    first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=args.logprobs)
-    full = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True, logprobs=args.logprobs)
+    first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=logprobs)
+    full = SamplingParams(temperature=0, top_p=1, max_tokens=max_tokens, ignore_eos=True, logprobs=logprobs)
     ttft, total, tokens = [], [], 0
     for prompt in prompts:
         start = time.perf_counter()
@@ -85,8 +101,7 @@ def one_at_a_time(llm, prompts: list[str], args: argparse.Namespace, load: float
         out = llm.generate([prompt], full, use_tqdm=False)
         total.append(time.perf_counter() - start)
         tokens += len(out[0].outputs[0].token_ids)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"load_s": load, "first_answer_s": first_answer, "ttft_s": ttft, "step_s": total, "tokens": tokens}, f)
+    return {"ttft_s": ttft, "step_s": total, "tokens": tokens}
 
 
 def prefill(llm, pairs: list[dict], args: argparse.Namespace) -> None:
