@@ -82,7 +82,7 @@ class OpenInCompare:
     """Hook for other tabs: open some runs' answers to a step in Compare.
 
     Use it as an event handler's body: `outputs=open_in_compare.outputs` and return
-    `open_in_compare(run_ids, step_key)`; the runs are added as `stored:` engine columns and
+    `open_in_compare(run_ids, step_key, request)`; the runs are added as `stored:` engine columns and
     the app switches to the Compare tab at that step.
     """
 
@@ -90,7 +90,10 @@ class OpenInCompare:
         self.ctx, self.compare, self.tabs = ctx, compare, tabs
         self.outputs = [tabs, *compare.switch_outputs]
 
-    def __call__(self, run_ids: Sequence[str] | str, step_key: str | None = None) -> tuple:
+    def __call__(self, run_ids: Sequence[str] | str, step_key: str | None = None,
+                 request: gr.Request | None = None) -> tuple:
+        """`request`: the handler's, so that a Generate still streaming in Compare for that session
+        stops painting its step over the one opened here."""
         if isinstance(run_ids, str):
             run_ids = [run_ids]
         names = []
@@ -103,6 +106,7 @@ class OpenInCompare:
             gr.Warning("No replay data loaded: Compare needs --replay PATH to show steps.")
             return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
         out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names))
+        self.compare.painted(request, out.step_key)
         return (gr.update(selected="compare"), *self.compare.updates(out))
 
 

@@ -169,5 +169,15 @@ def test_a_generate_paints_nothing_once_its_session_moved_on(lab, tiny_model_dir
         again = generate(other, False, None, session)  # a Generate on the step shown paints as before
         outputs = list(again)
         assert outputs and 'data-state="ready"' in outputs[-1][0]
+
+        # a step opened from another tab (Triage, Results: OpenInCompare) stops a Generate the same way
+        third, fourth = ctx.step_keys()[6], ctx.step_keys()[7]
+        show_step(third, False, None, session)
+        painted = generate(third, False, None, session)
+        assert "boundary" in next(painted)[0]
+        opened = demo.open_in_compare([], fourth, session)
+        assert opened[2]["value"] == fourth  # Compare's step box now holds the step opened there
+        assert list(painted) == []
+        assert (name, third) in ctx.views
     finally:
         ctx.remove_engine(name)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import gradio as gr
@@ -215,6 +215,14 @@ class CompareTab:
     switch_outputs: list
     replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
     warm: Callable[[], object] | None = None  # warm_instant_engines for this lab (the Engines tab calls it)
+    # session -> the step its last switch painted, from any tab: a Generate of another step stops painting
+    shown: LRUCache = field(default_factory=lambda: LRUCache(1024))
+
+    def painted(self, request: gr.Request | None, key: str | None) -> None:
+        """Note that `request`'s session now shows step `key` (a switch in Compare or a step opened from
+        another tab)."""
+        if request is not None and request.session_hash:
+            self.shown.put(request.session_hash, key)
 
     def updates(self, out: StepOutputs, heat: bool = True) -> tuple:
         """gr updates for `switch_outputs` from a StepOutputs. `heat=False` leaves the heatmap to an event
@@ -292,7 +300,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
     wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
     moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
-    shown = LRUCache(1024)  # session -> the step its last switch painted (a Generate of another step stops painting)
+    shown = view.shown
 
     def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None,
              heat_now: bool = True):

@@ -171,12 +171,12 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
             gr.Warning(str(exc))
             return None
 
-    def on_select(df: pd.DataFrame, evt: gr.SelectData):
+    def on_select(df: pd.DataFrame, evt: gr.SelectData, request: gr.Request):
         run_id = selected_run_id(df, evt.index, evt.row_value)
         if run_id is None:
             gr.Info("This is a published leaderboard row without per-step answers; click a lab run (source 'run').")
             return tuple(gr.update() for _ in open_in_compare.outputs)
-        return open_in_compare([run_id], None)
+        return open_in_compare([run_id], None, request)
 
     inputs = [scope, text, sort]
     outputs = [table, count, shown_pending, equiv_timer]

@@ -123,20 +123,20 @@ def build_stability_panel(ctx: LabContext, open_in_compare) -> None:
     h2h_btn.click(on_h2h, [run_a, run_b, margin], [h2h_summary, h2h_note, h2h_plot, h2h_table],
                   api_name="samples_head_to_head")
 
-    def open_row(df: pd.DataFrame, evt: gr.SelectData):
+    def open_row(df: pd.DataFrame, evt: gr.SelectData, request: gr.Request):
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if df is None or len(df) <= row:
             return tuple(gr.update() for _ in open_in_compare.outputs)
         rec = df.iloc[row]
-        return open_in_compare([str(rec["run_id"])], str(rec["step_key"]))
+        return open_in_compare([str(rec["run_id"])], str(rec["step_key"]), request)
 
     table.select(open_row, table, open_in_compare.outputs, api_visibility="private")
 
-    def open_pair(df: pd.DataFrame, a, b, evt: gr.SelectData):
+    def open_pair(df: pd.DataFrame, a, b, evt: gr.SelectData, request: gr.Request):
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if df is None or len(df) <= row:
             return tuple(gr.update() for _ in open_in_compare.outputs)
-        return open_in_compare([r for r in (a, b) if r], str(df.iloc[row]["step_key"]))
+        return open_in_compare([r for r in (a, b) if r], str(df.iloc[row]["step_key"]), request)
 
     h2h_table.select(open_pair, [h2h_table, run_a, run_b], open_in_compare.outputs, api_visibility="private")
 

@@ -336,11 +336,11 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
 
         tag_btn.click(on_tag, [selected, tag, note, author], [badges, tag, tags], api_visibility="private")
 
-        def on_compare(sel):
+        def on_compare(sel, request: gr.Request):
             if not sel:
                 gr.Warning("select a step in the table first")
                 return tuple(gr.update() for _ in open_in_compare.outputs)
-            return open_in_compare([sel[0]], sel[1])
+            return open_in_compare([sel[0]], sel[1], request)
 
         compare_btn.click(on_compare, selected, open_in_compare.outputs, api_visibility="private")
 
@@ -371,16 +371,16 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         diff_btn.click(on_diff, [baseline, candidate, view], [diff_table, diff_note], api_visibility="private")
 
         def open_row(run_for_row):
-            def handler(df: pd.DataFrame, *args):
+            def handler(df: pd.DataFrame, *args, request: gr.Request | None = None):
                 evt = args[-1]
                 row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
                 if df is None or len(df) <= row:
                     return tuple(gr.update() for _ in open_in_compare.outputs)
-                return open_in_compare(run_for_row(df.iloc[row], *args[:-1]), str(df.iloc[row]["step_key"]))
+                return open_in_compare(run_for_row(df.iloc[row], *args[:-1]), str(df.iloc[row]["step_key"]), request)
             return handler
 
-        def diff_select(df, base, cand, evt: gr.SelectData):
-            return open_row(lambda rec, b, c: [r for r in (b, c) if r])(df, base, cand, evt)
+        def diff_select(df, base, cand, evt: gr.SelectData, request: gr.Request):
+            return open_row(lambda rec, b, c: [r for r in (b, c) if r])(df, base, cand, evt, request=request)
 
         diff_table.select(diff_select, [diff_table, baseline, candidate], open_in_compare.outputs,
                           api_visibility="private")
@@ -413,8 +413,8 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         flip_btn.click(on_flips, [series, threshold], [flip_counts, flip_rows], api_visibility="private")
         wire_series_picker(ctx, series_pick, series, series_plot)
 
-        def flip_select(df, evt: gr.SelectData):
-            return open_row(lambda rec: [rec["from_run_id"], rec["to_run_id"]])(df, evt)
+        def flip_select(df, evt: gr.SelectData, request: gr.Request):
+            return open_row(lambda rec: [rec["from_run_id"], rec["to_run_id"]])(df, evt, request=request)
 
         flip_rows.select(flip_select, flip_rows, open_in_compare.outputs, api_visibility="private")
 
