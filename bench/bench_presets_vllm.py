@@ -5,18 +5,19 @@ it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`
 
   start      to the first answer, vLLM's import included on both sides: the lab's `vllm serve` started to
              ready (engine.load(), which ends with a one-token probe request), and of that the server's
-             process started to its /health answering; vLLM: its process started to `LLM(...)` constructed
-             and its first answer, the same one-token request with the same top-K log-probabilities. vLLM's
-             first request with log-probabilities pays a lazy set-up on both sides (1.5 s on this CPU; 10 ms
-             on the next)
+             process started to its /health answering; vLLM: its process started to its first answer
+             (and of that to `LLM(...)` constructed), the same one-token request with the same top-K
+             log-probabilities. vLLM's first request with log-probabilities pays a lazy set-up on both
+             sides (1.5 s on this CPU; 10 ms on the next)
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
              (`ignore_eos`): the lab's replay (render, stream, parse, score, checkpoint, file) against a
              loop of `LLM.generate([prompt])`
   direct     the same prompts and request fields streamed to the lab's own `vllm serve` by plain httpx,
-             one at a time, read to the end: vLLM's HTTP API server without the lab, which splits the
-             lab's ratio into the API server's share and the lab's own
+             one at a time, read to the end (TTFT: to the first line carrying text): vLLM's HTTP API
+             server without the lab, which splits the lab's ratios into the API server's share and the
+             lab's own
 
 vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
 dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off) and the same top-K
@@ -58,6 +59,9 @@ from tests.helpers_servers import server_memory_gib  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 CONTEXT = 8192
+# vLLM's CPU worker keeps spinning for 1 s after its last step (shm_broadcast's SpinCondition, busy_loop_s=1),
+# on core 0, where both sides' workers are bound: each side waits that long after the other's last step
+SETTLE_S = 2.0
 # architecture -> (checkpoint builder in tests/engines/helpers_presets.py, preset, dtype vLLM's CPU backend runs it in)
 ARCHS = {
     "qwen35": ("save_qwen35", "qwen35-2b-sft", "bfloat16"),
@@ -77,23 +81,27 @@ def lab_side(engine, steps: list, max_tokens: int, out: Path) -> dict:
     return {"ttft_s": statistics.median(float(r["ttft_s"]) for r in rows), "tokens_per_s": tokens / wall}
 
 
-def direct_side(engine, prompts: list[str], max_tokens: int) -> float:
-    """Tokens/s of the prompts streamed one at a time to the engine's server by plain httpx, with the fields
-    the lab sends (lab.engines.client.fields: sampling, top-K log-probabilities, token ids, usage; `ignore_eos`),
-    each read to its end."""
+def direct_side(engine, prompts: list[str], max_tokens: int) -> dict:
+    """The prompts streamed one at a time to the engine's server by plain httpx, with the fields the lab
+    sends (lab.engines.client.fields: sampling, top-K log-probabilities, token ids, usage; `ignore_eos`),
+    each read to its end: tokens/s, and the median seconds to the first line that carries text."""
     fields, _ = request_fields(Sampling(temperature=0, max_tokens=max_tokens), {}, logprobs=engine.logprobs_k)
     body = {"model": engine.served_model(), "stream": True, **fields, "ignore_eos": True}  # the lab's own request
     url = f"{engine.server.base_url}/v1/completions"
+    firsts = []
     with httpx.Client(timeout=600) as client:
         with client.stream("POST", url, json={**body, "prompt": prompts[0], "max_tokens": 2}) as warm:
             warm.read()
         began = time.perf_counter()
         for prompt in prompts:
+            sent, first = time.perf_counter(), None
             with client.stream("POST", url, json={**body, "prompt": prompt}) as response:
                 response.raise_for_status()
-                for _ in response.iter_lines():
-                    pass
-    return len(prompts) * max_tokens / (time.perf_counter() - began)
+                for line in response.iter_lines():
+                    if first is None and '"text"' in line:
+                        first = time.perf_counter() - sent
+            firsts.append(first)
+    return {"tokens_per_s": len(prompts) * max_tokens / (time.perf_counter() - began), "ttft_s": statistics.median(firsts)}
 
 
 def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -> dict:
@@ -122,8 +130,10 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                                 tmp / arch / "offline.log", f"{arch} generate")
         rounds = []
         for number in range(args.rounds):
+            time.sleep(SETTLE_S)
             lab = lab_side(engine, steps, args.max_tokens, tmp / arch / f"round{number}")
             direct = direct_side(engine, prompts, args.max_tokens)
+            time.sleep(SETTLE_S)
             vllm = offline.round()
             assert vllm["tokens"] == len(prompts) * args.max_tokens
             rounds.append({"lab": lab, "direct": direct, "vllm_ttft_s": statistics.median(vllm["ttft_s"]),
@@ -134,7 +144,8 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
             offline.close()
         engine.close()
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
-            "start": (start_s, offline.start["first_answer_s"]), "server_ready_s": server_ready_s, "rounds": rounds}
+            "start": (start_s, offline.start["first_answer_s"]), "server_ready_s": server_ready_s,
+            "engine_ready_s": offline.start["load_s"], "rounds": rounds}
 
 
 def spread(values: list[float]) -> str:
@@ -163,22 +174,24 @@ def main() -> None:
             results.append(one_architecture(arch, args, exe, Path(tmp)))
     print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off; {args.rounds} rounds, the sides "
           "in turn (lab, direct, vLLM) each round; medians over the rounds (range)\n")
-    print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM s | TTFT lab / vLLM ms "
-          "| tokens/s lab / direct / vLLM | ratio start | ratio TTFT | ratio time/token lab | ratio time/token direct "
-          "| server resident GiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM (engine ready) s | TTFT lab / direct / vLLM ms "
+          "| tokens/s lab / direct / vLLM | ratio start | ratio TTFT lab | ratio TTFT direct | ratio time/token lab "
+          "| ratio time/token direct | server resident GiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         (ls, vs), rounds = r["start"], r["rounds"]
-        lab_ttft = statistics.median(x["lab"]["ttft_s"] for x in rounds)
-        vllm_ttft = statistics.median(x["vllm_ttft_s"] for x in rounds)
-        lab_rate = statistics.median(x["lab"]["tokens_per_s"] for x in rounds)
-        direct_rate = statistics.median(x["direct"] for x in rounds)
-        vllm_rate = statistics.median(x["vllm_tokens_per_s"] for x in rounds)
-        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} ({r['server_ready_s']:.1f}) / {vs:.1f} | "
-              f"{lab_ttft * 1000:.0f} / {vllm_ttft * 1000:.0f} | {lab_rate:.1f} / {direct_rate:.1f} / {vllm_rate:.1f} "
+
+        def median(pick) -> float:
+            return statistics.median(pick(x) for x in rounds)
+
+        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} ({r['server_ready_s']:.1f}) / {vs:.1f} ({r['engine_ready_s']:.1f}) | "
+              f"{median(lambda x: x['lab']['ttft_s']) * 1000:.0f} / {median(lambda x: x['direct']['ttft_s']) * 1000:.0f} / "
+              f"{median(lambda x: x['vllm_ttft_s']) * 1000:.0f} | {median(lambda x: x['lab']['tokens_per_s']):.1f} / "
+              f"{median(lambda x: x['direct']['tokens_per_s']):.1f} / {median(lambda x: x['vllm_tokens_per_s']):.1f} "
               f"| {ls / vs:.2f} | {spread([x['lab']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
+              f"| {spread([x['direct']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds])} "
-              f"| {spread([x['vllm_tokens_per_s'] / x['direct'] for x in rounds])} | {r['memory_gib']:.2f} |")
+              f"| {spread([x['vllm_tokens_per_s'] / x['direct']['tokens_per_s'] for x in rounds])} | {r['memory_gib']:.2f} |")
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ ids joined, as the lab's score-reference sends them): one prefill each (`max_tok
 """
 import time
 
-BEGAN = time.perf_counter()  # the process's start, for the engine's start-up with vLLM's import (--one-at-a-time)
+BEGAN = time.perf_counter()  # the process's start, for the engine's start-up with vLLM's import (--rounds-fd)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
