@@ -115,6 +115,34 @@ def test_server_that_never_answers_is_stopped_after_the_timeout(tmp_path):
     assert server.state == STOPPED and gone(pid)
 
 
+def test_a_server_is_asked_often_until_it_answers_then_calmly_until_it_is_ready(tmp_path):
+    """Refused connections are retried every 0.1 s (a start is seen at once); a server that answers but is
+    not ready yet (503) is asked every 0.5 s, since each ask is a line of its log."""
+    server = python_server(tmp_path, """
+        import http.server, sys, time
+        time.sleep(1.0)  # not listening yet: connections refused
+        began = time.monotonic()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                ready = time.monotonic() - began > 3.0
+                self.send_response(200 if ready else 503)
+                self.end_headers()
+                print("asked", self.path, flush=True)
+
+        http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+    """)
+    server.start()
+    try:
+        server.wait_ready(timeout=20)
+        asks = [line for line in server.log_path.read_text().splitlines() if line.startswith("asked")]
+        # 3 s of 503s at one round (both paths) per 0.5 s: about 12 asks; every 0.1 s would be about 60
+        assert 4 <= len(asks) <= 20, len(asks)
+        assert server.ready_after_s < 1.0 + 3.0 + 1.0
+    finally:
+        server.stop()
+
+
 def test_stop_kills_the_whole_process_group_even_when_term_is_ignored(tmp_path):
     server = python_server(tmp_path, """
         import http.server, signal, subprocess, sys

@@ -31,6 +31,7 @@ from lab.errors import EngineLoadError
 STARTING, READY, CRASHED, STOPPED = "starting", "ready", "crashed", "stopped"
 READY_PATHS = ("/health", "/v1/models")
 READY_POLL_S = 0.1  # a refused connection costs microseconds; the start is seen within 0.1 s
+READY_POLL_ANSWERED_S = 0.5  # once the server answers, not yet 200
 PR_SET_PDEATHSIG = 1
 TAIL_LINES = 30
 START_MARK = "lab starts:"  # the lab's own line before the command it runs
@@ -228,6 +229,7 @@ class ManagedServer:
         """Poll the ready paths until one answers 200; ServerFailed (with the log's tail) when the
         process exits first or `timeout` (default `ready_timeout`) passes."""
         deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        pause = READY_POLL_S
         with httpx.Client(timeout=2.0) as client:
             while True:
                 state = self.state
@@ -243,6 +245,7 @@ class ManagedServer:
                                     self._state = READY
                                     self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
                             break
+                        pause = READY_POLL_ANSWERED_S  # up, not ready yet: each ask is a line of its log
                     except httpx.HTTPError:
                         continue
                 if self.state == READY:
@@ -254,7 +257,7 @@ class ManagedServer:
                         f"{self.ready_timeout if timeout is None else timeout:.0f} s; stopped it (log {self.log_path})\n"
                         + "\n".join(self.tail(12))
                     )
-                time.sleep(READY_POLL_S)
+                time.sleep(pause)
 
     def stop(self, grace: float | None = None) -> None:
         """TERM the whole process group, KILL it after `grace` seconds; state -> stopped."""
