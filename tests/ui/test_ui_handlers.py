@@ -181,3 +181,34 @@ def test_a_generate_paints_nothing_once_its_session_moved_on(lab, tiny_model_dir
         assert (name, third) in ctx.views
     finally:
         ctx.remove_engine(name)
+
+
+def test_a_generate_paints_the_engines_of_that_moment(lab, tiny_model_dir, tmp_path):
+    """A run picked while a Generate streams (the run picker, an engine loaded) shows in its next paints,
+    and an engine removed meanwhile leaves them: the columns are those of each moment, not those the
+    Generate began with."""
+    from types import SimpleNamespace
+
+    ctx, demo, _, _ = lab
+    generate = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}["generate"]
+    live = ctx.add_engine(f"transformers:{tiny_model_dir}?max_tokens=64&name=moment&device=cpu", wait=True)
+    write_stored_run(tmp_path / "picked.json", "picked", offset=1)
+    picked = None
+    try:
+        key = ctx.step_keys()[2]
+        painted = generate(key, False, None, SimpleNamespace(session_hash="moment-session"))
+        first = next(painted)[0]
+        assert "moment" in first and "picked-run" not in first
+        picked = ctx.add_engine(f"stored:{tmp_path / 'picked.json'}?name=picked-run", wait=True)
+        later = [out[0] for out in painted]
+        assert later and "picked-run" in later[-1] and "moment" in later[-1]
+
+        again = generate(ctx.step_keys()[3], False, None, SimpleNamespace(session_hash="moment-session"))
+        assert "moment" in next(again)[0]
+        ctx.remove_engine(live)
+        live = None
+        assert all("moment" not in out[0] for out in again)
+    finally:
+        for name in (live, picked):
+            if name is not None:
+                ctx.remove_engine(name)

@@ -170,14 +170,24 @@ def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutpu
 
 
 def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
-    """Run every ready engine without a cached answer concurrently; yield the columns as each answers."""
+    """Run every ready engine without a cached answer concurrently; yield the columns as each answers.
+    Each yield has the engines of that moment: one added meanwhile (a run picked, an engine loaded) shows
+    as a switch would show it, one removed is gone."""
     step = ctx.replay.by_key[key]
     entries = ctx.engine_entries()
     views = {e.name: engine_view(ctx, e, step) for e in entries}
     todo = [e for e in entries if e.state == "ready" and e.engine is not None and (e.name, key) not in ctx.views]
     for e in todo:
         views[e.name] = engine_view_state(e.spec, e.name, RUNNING, None, e.kind)
-    yield [views[e.name] for e in entries]
+
+    def columns() -> list[EngineView]:
+        now = ctx.engine_entries()
+        for e in now:
+            if e.name not in views:
+                views[e.name] = engine_view(ctx, e, step)
+        return [views[e.name] for e in now]
+
+    yield columns()
     done: queue.Queue = queue.Queue()
     for e in todo:
         threading.Thread(target=lambda e=e: done.put((e.name, answer_step(ctx, e, step))), daemon=True).start()
@@ -188,11 +198,11 @@ def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
         except queue.Empty:  # nothing finished: show each waiting column's elapsed time and tokens so far
             for name, e in waiting.items():
                 views[name] = replace(views[name], live=e.engine.live_progress().snapshot())
-            yield [views[e.name] for e in entries]
+            yield columns()
             continue
         waiting.pop(name, None)
         views[name] = view
-        yield [views[e.name] for e in entries]
+        yield columns()
     # Then, with every answer shown and no generation left to slow down, each live model's reference
     # likelihood (one prefill each, one engine at a time): the columns gain it beside their F1.
     for e in todo:
@@ -200,7 +210,7 @@ def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
         if view.state == READY and view.ref_nll is None and needs_reference_prefill(e):
             views[e.name] = replace(view, ref_nll=reference_nll(ctx, e, step, view.prompt_text))
             ctx.views.put((e.name, key), views[e.name])
-            yield [views[e.name] for e in entries]
+            yield columns()
 
 
 @dataclass
@@ -369,18 +379,26 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         step_obj = ctx.replay.by_key[key]
-        entries = ctx.engine_entries()
-        badges = column_badges(ctx, entries, key)
+        entries: list[EngineEntry] = []
+        badges: dict[str, str] = {}
         views: list[EngineView] = []
+
+        def columns_now(views: list[EngineView]) -> str:
+            """The columns of the engines of this moment (one picked or removed meanwhile included)."""
+            nonlocal entries, badges
+            now = ctx.engine_entries()
+            if [e.name for e in now] != [e.name for e in entries]:
+                entries, badges = now, column_badges(ctx, now, key)
+            return step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
+
         for views in generate_views(ctx, key):
             if moved_on():
                 continue  # keep generating into the cache, paint nothing
-            html = step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
-            yield html, render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+            yield columns_now(views), render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
         if moved_on():
             return
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
-        yield (step_columns_html(ctx, entries, step_obj, views, bool(full), badges), render_f1_gap(f1_gap(views)),
+        yield (columns_now(views), render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():
