@@ -379,17 +379,18 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
         step_obj = ctx.replay.by_key[key]
-        entries: list[EngineEntry] = []
+        names: list[str] | None = None
         badges: dict[str, str] = {}
         views: list[EngineView] = []
 
-        def columns_now(views: list[EngineView]) -> str:
-            """The columns of the engines of this moment (one picked or removed meanwhile included)."""
-            nonlocal entries, badges
-            now = ctx.engine_entries()
-            if [e.name for e in now] != [e.name for e in entries]:
-                entries, badges = now, column_badges(ctx, now, key)
-            return step_columns_html(ctx, entries, step_obj, views, bool(full), badges)
+        def columns_now(columns: list[EngineView]) -> str:
+            """The columns of the engines of this moment (one picked or removed meanwhile included); their
+            badges are read again only when the engines change."""
+            nonlocal names, badges
+            entries = ctx.engine_entries()
+            if [e.name for e in entries] != names:
+                names, badges = [e.name for e in entries], column_badges(ctx, entries, key)
+            return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
 
         for views in generate_views(ctx, key):
             if moved_on():
