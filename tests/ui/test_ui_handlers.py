@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,57 @@ def test_a_generate_paints_the_engines_of_that_moment(lab, tiny_model_dir, tmp_p
         for name in (live, picked):
             if name is not None:
                 ctx.remove_engine(name)
+
+
+def test_the_switch_painted_last_decides_where_a_generate_paints(lab, tiny_model_dir, monkeypatch):
+    """Two switches at once (the Compare tab opening, and `j` pressed) end in the order they end, not the
+    order they began: the step painted last is the one the browser shows, and a Generate there paints. A
+    Generate begun while a switch to another step is still on its way stops painting once that switch's
+    paint has left."""
+    import threading
+    from types import SimpleNamespace
+
+    import lab.ui.compare.compare_tab as compare_tab
+
+    ctx, demo, _, _ = lab
+    handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}
+    show_step, next_step, generate = handlers["show_step"], handlers["next_step"], handlers["generate"]
+    keys = ctx.step_keys()
+    held, release = {"key": None}, threading.Event()
+    real = compare_tab.step_outputs
+
+    def slow_for_held(c, key, *args, **kwargs):
+        if key is not None and key == held["key"]:
+            release.wait(30)
+        return real(c, key, *args, **kwargs)
+
+    monkeypatch.setattr(compare_tab, "step_outputs", slow_for_held)
+    name = ctx.add_engine(f"transformers:{tiny_model_dir}?max_tokens=64&name=last-painted&device=cpu", wait=True)
+    session = SimpleNamespace(session_hash="last-painted-session")
+    try:
+        # the tab's switch to keys[8] began first and ends last; `j` from keys[8] to keys[9] ends in between
+        show_step(keys[7], False, None, session)
+        held["key"] = keys[8]
+        opening = threading.Thread(target=show_step, args=(keys[8], False, None, session))
+        opening.start()
+        time.sleep(0.3)
+        assert next_step(keys[8], False, None, session)[1]["value"] == keys[9]
+        release.set()
+        opening.join(30)
+        painted = list(generate(keys[8], False, None, session))  # the browser shows keys[8]: Generate paints it
+        assert painted and 'data-state="ready"' in painted[-1][0]
+
+        # a Generate pressed while `j` is on its way stops once the switch's paint has left
+        release.clear()
+        held["key"] = keys[10]
+        moving = threading.Thread(target=next_step, args=(keys[9], False, None, session))
+        moving.start()
+        time.sleep(0.3)
+        streaming = generate(keys[9], False, None, session)
+        assert "last-painted" in next(streaming)[0]  # the step still shown: painted
+        release.set()
+        moving.join(30)
+        assert list(streaming) == []
+    finally:
+        release.set()
+        ctx.remove_engine(name)

@@ -225,12 +225,13 @@ class CompareTab:
     switch_outputs: list
     replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
     warm: Callable[[], object] | None = None  # warm_instant_engines for this lab (the Engines tab calls it)
-    # session -> the step its last switch painted, from any tab: a Generate of another step stops painting
+    # session -> the step painted last, by a switch in Compare, a step opened from another tab, or a Generate
+    # as it began: a Generate of another step stops painting
     shown: LRUCache = field(default_factory=lambda: LRUCache(1024))
 
     def painted(self, request: gr.Request | None, key: str | None) -> None:
-        """Note that `request`'s session now shows step `key` (a switch in Compare or a step opened from
-        another tab)."""
+        """Note that `request`'s session shows step `key` from now on (a switch's paint as it leaves, or a
+        Generate as it begins on the step the browser sent)."""
         if request is not None and request.session_hash:
             self.shown.put(request.session_hash, key)
 
@@ -317,10 +318,11 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         key = step_key_argument(key)
         if request is not None:
             moves.drop(lambda k: k == request.session_hash)
-            shown.put(request.session_hash, key)
         if ctx.replay is None:
             return tuple(gr.update() for _ in outputs)
-        return view.updates(step_outputs(ctx, key, bool(full), heat), heat=heat_now)
+        out = step_outputs(ctx, key, bool(full), heat)
+        view.painted(request, out.step_key)  # as it leaves: of two switches at once, the one painted last counts
+        return view.updates(out, heat=heat_now)
 
     def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None,
                 heat_now: bool = True):
@@ -346,10 +348,11 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             target = neighbour_key(ctx, base, offset)
             if session:
                 moves.put(session, (key, target))
-                shown.put(session, target)
             if ctx.replay is None:
                 return show(None, full, heat)
-            return view.updates(step_outputs(ctx, target, bool(full), heat), heat=False)  # the heatmap follows
+            out = step_outputs(ctx, target, bool(full), heat)
+            view.painted(request, out.step_key)
+            return view.updates(out, heat=False)  # the heatmap follows
 
         return move
 
@@ -378,6 +381,8 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         ctx.visitor_used()  # a generation: a visitor's engines are in use
         if not any(e.state == "ready" for e in ctx.engine_entries()):
             gr.Info("No ready engine: add one in the Engines tab.")
+        # the step this Generate paints is the one the session shows now, until a switch paints another
+        view.painted(request, key)
         step_obj = ctx.replay.by_key[key]
         names: list[str] | None = None
         badges: dict[str, str] = {}
