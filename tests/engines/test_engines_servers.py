@@ -450,6 +450,9 @@ def test_a_managed_engine_loads_its_rendering_tokenizer_while_its_server_starts(
         assert len(calls) == 1, "the client loaded the tokenizer a second time"
         assert calls[0][0] < answered and calls[0][1] < answered, (calls, answered)
         assert engine.tokenizer is not None and engine.client.tokenizer is engine.tokenizer
+        first = engine.tokenizer
+        engine.restart()  # the same source: the tokenizer is kept, not loaded again
+        assert len(calls) == 1 and engine.tokenizer is first and engine.client.tokenizer is first
     finally:
         engine.close()
 

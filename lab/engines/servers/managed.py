@@ -179,7 +179,11 @@ class ManagedEngine(EngineBase):
             self.client.close()
             self.client = None
         self.loaded = False
-        tokenizer = rendering_tokenizer_soon(self.rendering_tokenizer())
+        if self.tokenizer is not None:  # the same source as at the start: kept, not loaded again
+            tokenizer: Future = Future()
+            tokenizer.set_result(self.tokenizer)
+        else:
+            tokenizer = rendering_tokenizer_soon(self.rendering_tokenizer())
         self.server.restart(self.ready_timeout)
         self._connect(tokenizer)
         self.loaded = True
