@@ -31,12 +31,18 @@ def tiny_vllm_model(tmp_path: Path, hidden: int) -> Path:
     return save_tiny_model(tmp_path / "model", hidden=hidden, heads=hidden // 32, kv_heads=1, positions=32768)
 
 
+def offline_command(exe: str, args: list[str]) -> tuple[list[str], dict]:
+    """bench/vllm_offline.py with `args` run by the Python of vLLM's environment (beside `exe`), and its
+    environment: ours without the legacy KV-cache size, so that the engine arguments decide it."""
+    python = str(Path(exe).with_name("python"))
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
+    return [python, str(ROOT / "bench" / "vllm_offline.py"), *args], env
+
+
 def run_offline(exe: str, args: list[str], out: Path, what: str) -> dict:
     """Run bench/vllm_offline.py with `args` in vLLM's environment; its result JSON (exits on failure)."""
-    python = str(Path(exe).with_name("python"))
-    done = subprocess.run([python, str(ROOT / "bench" / "vllm_offline.py"), *args, "--out", str(out)],
-                          capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
+    command, env = offline_command(exe, [*args, "--out", str(out)])
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
         sys.exit(f"vLLM offline {what} failed:\n{done.stderr[-2000:]}")
     return json.loads(out.read_text())
@@ -48,14 +54,12 @@ class OfflineRounds:
     and both meet the machine in the same state."""
 
     def __init__(self, exe: str, args: list[str], log: Path, what: str) -> None:
-        python = str(Path(exe).with_name("python"))
         self.what, self.log_path = what, log
         read, write = os.pipe()
+        command, env = offline_command(exe, [*args, "--rounds-fd", str(write)])
         with open(log, "w", encoding="utf-8") as log_file:
-            self.proc = subprocess.Popen(
-                [python, str(ROOT / "bench" / "vllm_offline.py"), *args, "--rounds-fd", str(write)],
-                stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT, pass_fds=(write,), text=True,
-                env={k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"})
+            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
+                                         pass_fds=(write,), text=True, env=env)
         os.close(write)
         self.results = os.fdopen(read, "r", encoding="utf-8")
         self.start = self._next()  # load_s, first_answer_s
