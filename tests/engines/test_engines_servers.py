@@ -471,3 +471,21 @@ def test_the_early_tokenizer_of_a_visitors_engine_loads_as_a_visitor(tiny_model_
     with hub_ids_only(True):
         visitors = rendering_tokenizer_soon("someorg/tokenizer")
     assert visitors.result(timeout=60) is None
+
+
+def test_a_second_signal_during_the_exit_handler_does_not_hang_the_lab():
+    """A second SIGTERM (or Ctrl-C) arriving while the exit handler reads the live servers runs the handler
+    again on the same thread, inside the first: it must not wait for the lock its own thread holds (a
+    `python app.py` sent TERM twice hung there for good)."""
+    import threading
+
+    from lab.engines.servers import supervisor
+
+    def nested() -> None:
+        with supervisor._registry._lock:  # the first handler, inside live()
+            supervisor.stop_all()  # the second signal's handler on the same thread
+
+    thread = threading.Thread(target=nested, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()

@@ -372,7 +372,9 @@ class _Registry:
 
     def __init__(self) -> None:
         self._servers: set[ManagedServer] = set()
-        self._lock = threading.Lock()
+        # re-entrant: a second SIGTERM/SIGINT arriving while the exit handler holds it runs the handler again
+        # on the same (main) thread, which with a plain Lock waited for itself forever
+        self._lock = threading.RLock()
 
     def add(self, server: ManagedServer) -> None:
         with self._lock:
