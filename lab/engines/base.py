@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from lab.data.step import Step
 from lab.engines.logprobs import TokenLogprobs
@@ -30,10 +30,12 @@ class Sampling:
 
 @dataclass
 class Request:
-    """One generation request: the step (for engines that answer from data) and the prompt text."""
+    """One generation request: the step (for engines that answer from data) and the prompt text, with
+    its token ids as the engine would tokenize it where the lab has them (an engine may send those)."""
 
     step: Step
     prompt: str
+    prompt_ids: Sequence[int] | None = None
 
 
 @dataclass

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import weakref
+from array import array
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from lab.prompts.formats import fallback_status, status_renderers
 from lab.prompts.history import strip_thinking
@@ -25,9 +26,13 @@ class RenderedPrompt:
     n_tokens: int | None = None
     stripped_thinking_blocks: int = 0
     chat_template_kwargs: dict = field(default_factory=dict)
+    # the token ids of `text` as the engine sends them (SentTokens.ids), where the lab tokenized it: a
+    # managed vLLM server gets these instead of the text (it would tokenize the same text again)
+    token_ids: array | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "token_ids"} | {
+            "chat_template_kwargs": dict(self.chat_template_kwargs)}
 
 
 def count_tokens(tokenizer, text: str) -> int | None:
@@ -45,6 +50,7 @@ class SentTokens:
     n_tokens: int
     added: int
     doubled_bos: bool
+    ids: array = field(default_factory=lambda: array("i"), repr=False, compare=False)  # the ids themselves
 
 
 def sent_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> SentTokens | None:
@@ -57,7 +63,7 @@ def sent_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> SentTo
     added = special_tokens_added(tokenizer) if add_special_tokens else 0
     bos = getattr(tokenizer, "bos_token_id", None)
     doubled = add_special_tokens and bos is not None and len(ids) >= 2 and ids[0] == ids[1] == bos
-    return SentTokens(len(ids), added, bool(doubled))
+    return SentTokens(len(ids), added, bool(doubled), array("i", ids))
 
 
 _ADDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -62,6 +62,7 @@ def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
     # one count everywhere: the tokens as the engine sends them, with the special tokens it adds
     sent = sent_tokens(tokenizer, rendered.text, engine_adds_special_tokens(engine))
     rendered.n_tokens = sent.n_tokens if sent else None
+    rendered.token_ids = sent.ids if sent else None
     return rendered
 
 
@@ -154,7 +155,7 @@ def run_steps(
     """Render, generate, parse and score `steps` on one engine; `on_result` fires per finished step."""
     sampling = sampling or getattr(engine, "default_sampling", None) or Sampling()
     prompts = prompts if prompts is not None else [render_for_engine(engine, s) for s in steps]
-    requests = [Request(step=s, prompt=p.text) for s, p in zip(steps, prompts)]
+    requests = [Request(step=s, prompt=p.text, prompt_ids=p.token_ids) for s, p in zip(steps, prompts)]
     results: list[StepResult | None] = [None] * len(steps)
 
     def done(i: int, completion: Completion) -> None:

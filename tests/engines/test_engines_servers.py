@@ -282,6 +282,19 @@ def test_vllm_engine_options_and_executable(monkeypatch):
     assert create_engine("transformers-serve:/m", presets=PRESETS).concurrency == 4
 
 
+def test_only_a_vllm_server_with_the_labs_own_tokenizer_gets_prompts_as_token_ids(monkeypatch):
+    """vLLM tokenizes a text with the tokenizer the lab renders with (the model's, or `tokenizer=`, which
+    its server gets too): it is sent the ids; another tokenizer mode, `transformers serve` and a remote
+    server (whose tokenizer the lab cannot know) get the text."""
+    monkeypatch.setenv("LAB_VLLM", "/opt/vllm-env/bin/vllm")
+    assert create_engine("vllm:org/Model-7B", presets=PRESETS).prompt_as_ids()
+    own = create_engine("vllm:org/Model-7B?tokenizer=org/Tok", presets=PRESETS)
+    assert own.prompt_as_ids() and own.server_argv(9000)[own.server_argv(9000).index("--tokenizer") + 1] == "org/Tok"
+    assert not create_engine("vllm:org/Model-7B?tokenizer_mode=mistral", presets=PRESETS).prompt_as_ids()
+    assert not create_engine("transformers-serve:/m", presets=PRESETS).prompt_as_ids()
+    assert not create_engine("openai:http://127.0.0.1:9/v1#m", presets=PRESETS).prompt_as_ids
+
+
 def test_engines_table_shows_server_state_port_pid_memory_and_log_tail():
     from lab.ui.shell.context import EngineEntry
     from lab.ui.engines.engines_tab import render_engine_table

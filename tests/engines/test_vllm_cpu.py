@@ -241,6 +241,27 @@ def test_the_lora_adapter_changes_vllms_answers(vllm_lab):
     assert with_lora != without and lora.served_model() != plain.served_model()
 
 
+def test_the_lab_sends_vllm_the_token_ids_it_rendered_and_gets_the_answer_of_the_text(vllm_lab):
+    """A managed vLLM server gets each prompt as the ids the lab rendered (it would tokenize the same text
+    again): the same greedy answer and prompt count as the text itself, and the ids are what it read."""
+    from lab.data.replay import load_replay
+    from lab.runs.pipeline import render_for_engine
+
+    engine = vllm_lab.pool.get("vl-key")
+    step = load_replay(EXCERPT).steps[0]
+    rendered = render_for_engine(engine, step)
+    assert engine.client.prompt_as_ids and len(rendered.token_ids) == rendered.n_tokens
+    assert list(rendered.token_ids) == engine.tokenizer(rendered.text).input_ids
+    greedy = Sampling(temperature=0, max_tokens=8)
+    by_ids, by_text = engine.generate([Request(step, rendered.text, rendered.token_ids), Request(step, rendered.text)],
+                                      greedy)
+    assert by_ids.error is None and by_text.error is None
+    assert by_ids.token_ids == by_text.token_ids and by_ids.prompt_tokens == by_text.prompt_tokens == rendered.n_tokens
+    other = engine.tokenizer("echo hi").input_ids  # ids of another text: the server reads the ids, not the text
+    [answer] = engine.generate([Request(step, rendered.text, other)], greedy)
+    assert answer.error is None and answer.prompt_tokens == len(other)
+
+
 def test_sampling_on_vllm_really_samples(vllm_lab):
     engine = vllm_lab.pool.get("vl-key")
     answers = [engine.generate([Request(step=None, prompt="ls -la")],

@@ -2,11 +2,12 @@
 
 The harness's own sampling is sent in full (temperature, top_p, max_tokens, repetition_penalty,
 top_k, min_p, seed when set, stop when set), because `vllm serve` fills every field a request
-leaves out from the model's `generation_config.json`, which the harness never does. Fields that
-the OpenAI API does not define travel in the SDK's `extra_body`. Some servers refuse fields
-they do not know (`transformers serve` answers 422 "Unexpected fields in the request: {...}");
-the lab then stops sending just those to that server, which is harmless at their neutral
-values and an error otherwise (the request would silently run with other sampling).
+leaves out from the model's `generation_config.json`, which the harness never does. The body goes
+out as built here, through the SDK's client: fields the OpenAI API does not define travel beside
+those it does. Some servers refuse fields they do not know (`transformers serve` answers 422
+"Unexpected fields in the request: {...}"); the lab then stops sending just those to that server,
+which is harmless at their neutral values and an error otherwise (the request would silently run
+with other sampling).
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import re
 
 from lab.engines.base import Sampling
 
-OPENAI_FIELDS = {"max_tokens", "temperature", "top_p", "seed", "stop", "stream_options", "logprobs"}
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "repetition_penalty", "top_k", "min_p", "seed", "stop")
 # What the lab asks for beyond sampling: usage in the last streamed chunk, generated token ids (vLLM).
 PROTOCOL_FIELDS = {"stream_options": {"include_usage": True}, "return_token_ids": True}
@@ -66,13 +66,6 @@ def request_fields(sampling: Sampling, refused: dict[str, str], stream: bool = T
     sent = {k: v for k, v in wanted.items() if k not in refused}
     left_out = {k: v for k, v in wanted.items() if k in refused}
     return sent, left_out
-
-
-def sdk_arguments(fields: dict) -> tuple[dict, dict]:
-    """Split request fields into the SDK's keyword arguments and its `extra_body`."""
-    kwargs = {k: v for k, v in fields.items() if k in OPENAI_FIELDS}
-    extra = {k: v for k, v in fields.items() if k not in OPENAI_FIELDS}
-    return kwargs, extra
 
 
 def refused_fields(message: str, sent: set[str]) -> set[str]:

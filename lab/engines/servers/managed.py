@@ -95,6 +95,11 @@ class ManagedEngine(EngineBase):
     def rendering_tokenizer(self) -> str:
         return self.tokenizer_source or self.model_id
 
+    def prompt_as_ids(self) -> bool:
+        """Whether the client sends each prompt as the token ids the lab rendered instead of its text:
+        only to a server that tokenizes with the very tokenizer the lab renders with."""
+        return False
+
     # --- life cycle ----------------------------------------------------------------------
     def load(self) -> None:
         start = time.perf_counter()
@@ -150,6 +155,7 @@ class ManagedEngine(EngineBase):
         client.name = self.name
         client.context_guard = self.context_guard()
         client.generation_base = self.generation_base()
+        client.prompt_as_ids = self.prompt_as_ids()
         client.tokenizer_soon = tokenizer
         client.load()
         self.client = client

@@ -295,6 +295,12 @@ class VLLMServerEngine(ManagedEngine):
                                tokenizer=self.tokenizer_source, extra=self.extra,
                                kv_cache_gb=self.kv_cache_gb if self.on_cpu else None)
 
+    def prompt_as_ids(self) -> bool:
+        """vLLM tokenizes a text prompt with the tokenizer the lab renders with (the model's, or `tokenizer=`,
+        which the server gets too): the lab sends the ids it already has, and the server skips tokenizing
+        the same text again (about 10 ms of an 8k-token prompt on a CPU). Not with another tokenizer mode."""
+        return str(self.extra.get("tokenizer_mode", "auto")).lower() in ("auto", "hf")
+
     def served_model(self) -> str:
         return self.lora_name if self.adapter else self.served_name
 
