@@ -28,8 +28,9 @@ def test_moving_on_while_generate_streams_keeps_the_new_step(tiny_model_dir, tmp
     settings = Settings(results_dir=tmp_path / "results", runs_dir=tmp_path / "results" / "runs",
                         db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))
     # long enough to be still streaming when Next is pressed (400 tokens took 1.7 s on an idle worker, and the
-    # move then met the stream's last output; that boundary: tests/ui/test_ui_handlers.py)
-    spec = f"transformers:{tiny_model_dir}?max_tokens=1500&name=slow"
+    # move then met the stream's last output; that boundary: tests/ui/test_ui_handlers.py), and to be seen
+    # running by the browser on a loaded machine (1,500 tokens once took 5.3 s and no poll met a running paint)
+    spec = f"transformers:{tiny_model_dir}?max_tokens=4000&name=slow"
     ctx = create_context(settings, ["reference", spec])
     try:
         assert ctx.pool.wait(timeout=300)
