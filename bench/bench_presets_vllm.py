@@ -3,33 +3,35 @@
 Per architecture (a tiny random-weight checkpoint in the preset's real layout, built as the tests build
 it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`) on both sides:
 
-  start      to the first answer, vLLM's import included on both sides: the lab's `vllm serve` started to
-             ready (engine.load(), which ends with a one-token probe request), and of that the server's
-             process started to its /health answering; vLLM: its process started to its first answer
-             (and of that to `LLM(...)` constructed), the same one-token request with the same top-K
-             log-probabilities. vLLM's first request with log-probabilities pays a lazy set-up on both
-             sides (1.5 s on this CPU; 10 ms on the next)
+  start      to the first answer, from the process's launch on both sides (the interpreter's start-up and
+             vLLM's import included): the lab's engine.load() (its `vllm serve` started to ready, ending
+             with a one-token probe request), and of that the server's process started to its /health
+             answering; vLLM: its process launched to its first answer (and of that to `LLM(...)`
+             constructed), the same one-token request with the same top-K log-probabilities. vLLM's
+             first request with log-probabilities pays a lazy set-up on both sides (1.5 s on this CPU;
+             10 ms on the next). `--start-rounds` starts of both in turn (lab first, then vLLM first, …;
+             each alone on the machine), medians and the range of the ratio
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
              (`ignore_eos`): the lab's replay (render, stream, parse, score, checkpoint, file) against a
              loop of `LLM.generate([prompt])`
-  direct     the same prompts and request fields streamed to the lab's own `vllm serve` by plain httpx,
-             one at a time, read to the end (TTFT: to the first line carrying text): vLLM's HTTP API
-             server without the lab, which splits the lab's ratios into the API server's share and the
-             lab's own
+  direct     the lab's own requests (the same fields, the prompt as the same token ids) streamed to the
+             lab's `vllm serve` by plain httpx, one at a time, read to the end (TTFT: to the first line
+             carrying text): vLLM's HTTP API server without the lab, which splits the lab's ratios into
+             the API server's share and the lab's own
 
 vLLM's engine gets exactly the lab server's engine arguments (read from its `vllm serve` command line:
 dtype, context, language-model-only, KV-cache bytes, eager mode, prefix caching off) and the same top-K
-log-probabilities with every token (the lab's `logprobs`, default 5). It starts once the lab's server is
-ready (and idle), and stays: TTFT and tokens/s are measured in `--rounds` rounds, each running the lab,
+log-probabilities with every token (the lab's `logprobs`, default 5). The last start round's engines
+stay: TTFT and tokens/s are measured in `--rounds` rounds, each running the lab,
 direct and vLLM in turn, so that all three meet this machine in the same state (on 2 shared cores one
 pass of each moved the ratios by up to 0.1 between runs). Prints a table with the medians over the
 rounds and the ratios lab / vLLM (goal ≤ 1.10) with their range, and each lab server's resident memory
 (KV cache 1 GiB). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
 
     LAB_VLLM=$(bash scripts/vllm_cpu_env.sh) python bench/bench_presets_vllm.py [--archs qwen35,lfm2moe,gemma4]
-        [--steps 6] [--max-tokens 32] [--rounds 3]
+        [--steps 6] [--max-tokens 32] [--rounds 3] [--start-rounds 1]
 """
 from __future__ import annotations
 
@@ -81,10 +83,11 @@ def lab_side(engine, steps: list, max_tokens: int, out: Path) -> dict:
     return {"ttft_s": statistics.median(float(r["ttft_s"]) for r in rows), "tokens_per_s": tokens / wall}
 
 
-def direct_side(engine, prompts: list[str], max_tokens: int) -> dict:
-    """The prompts streamed one at a time to the engine's server by plain httpx, with the fields the lab
-    sends (lab.engines.client.fields: sampling, top-K log-probabilities, token ids, usage; `ignore_eos`),
-    each read to its end: tokens/s, and the median seconds to the first line that carries text."""
+def direct_side(engine, prompts: list, max_tokens: int) -> dict:
+    """The prompts (as the lab sends them: token ids) streamed one at a time to the engine's server by
+    plain httpx, with the fields the lab sends (lab.engines.client.fields: sampling, top-K
+    log-probabilities, token ids, usage; `ignore_eos`), each read to its end: tokens/s, and the median
+    seconds to the first line that carries text."""
     fields, _ = request_fields(Sampling(temperature=0, max_tokens=max_tokens), {}, logprobs=engine.logprobs_k)
     body = {"model": engine.served_model(), "stream": True, **fields, "ignore_eos": True}  # the lab's own request
     url = f"{engine.server.base_url}/v1/completions"
@@ -104,35 +107,55 @@ def direct_side(engine, prompts: list[str], max_tokens: int) -> dict:
     return {"tokens_per_s": len(prompts) * max_tokens / (time.perf_counter() - began), "ttft_s": statistics.median(firsts)}
 
 
+def lab_start(spec: str):
+    """A lab engine started: the engine, and its seconds from the call to load() to its first answer (the
+    probe) and of those its server's process started to /health answering."""
+    engine = create_engine(spec)
+    began = time.perf_counter()
+    engine.load()
+    return engine, {"first_answer_s": time.perf_counter() - began, "ready_s": engine.server.ready_after_s or 0.0}
+
+
 def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -> dict:
     builder, preset, dtype = ARCHS[arch]
     folder = getattr(helpers_presets, builder)(tmp / arch / "checkpoint", positions=CONTEXT)
     spec = (f"vllm:{folder}?preset={preset}&dtype={dtype}&max_model_len={CONTEXT}&enforce_eager=true"
             f"&enable_prefix_caching=false&max_tokens={args.max_tokens}&ignore_eos=true&kv_cache_gb=1&concurrency=1"
             f"&ready_timeout=1200&name=bench-{arch}")
-    engine = create_engine(spec)
-    began = time.perf_counter()
-    engine.load()
-    start_s = time.perf_counter() - began
-    server_ready_s = engine.server.ready_after_s or 0.0  # of which: its process started to /health answering
-    offline = None
+    engine = offline = None
+    starts = []  # per start round: the lab's and vLLM's start
     try:
-        steps = [s for s in load_replay(args.replay).steps
-                 if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
-        prompts = [render_for_engine(engine, s).text for s in steps]
-        (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
-        # vLLM's engine: the lab server's own engine arguments and the same top-K log-probabilities; it
-        # starts while the lab's server is idle, and then the two sides take turns, round after round
-        offline = OfflineRounds(exe, ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"),
-                                      "--max-tokens", str(args.max_tokens), "--engine-json",
-                                      json.dumps(engine_arguments(engine.server_argv(0))),
-                                      "--logprobs", str(engine.logprobs_k)],
-                                tmp / arch / "offline.log", f"{arch} generate")
+        # the starts, `--start-rounds` times, in turns (lab first, then vLLM first, …); the last round's
+        # engines stay for the rounds below. vLLM's engine gets the lab server's own engine arguments and
+        # the same top-K log-probabilities
+        for number in range(args.start_rounds):
+            if engine is not None:  # an earlier round's: each start meets the machine with nothing else running
+                offline.close()
+                engine.close()
+            offline = None
+            if number % 2:
+                offline = OfflineRounds(exe, offline_args, tmp / arch / "offline.log", f"{arch} generate")
+            engine, lab = lab_start(spec)
+            if number == 0:
+                steps = [s for s in load_replay(args.replay).steps
+                         if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
+                rendered = [render_for_engine(engine, s) for s in steps]
+                prompts = [r.text for r in rendered]
+                sent = [list(r.token_ids) if engine.client.prompt_as_ids and r.token_ids is not None else r.text
+                        for r in rendered]  # what the lab's client sends
+                (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+                offline_args = ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"),
+                                "--max-tokens", str(args.max_tokens), "--engine-json",
+                                json.dumps(engine_arguments(engine.server_argv(0))), "--logprobs", str(engine.logprobs_k)]
+            if offline is None:
+                offline = OfflineRounds(exe, offline_args, tmp / arch / "offline.log", f"{arch} generate")
+            starts.append({"lab": lab, "vllm": {"first_answer_s": offline.start["first_answer_from_launch_s"],
+                                                "ready_s": offline.start["ready_from_launch_s"]}})
         rounds = []
         for number in range(args.rounds):
             time.sleep(SETTLE_S)
             lab = lab_side(engine, steps, args.max_tokens, tmp / arch / f"round{number}")
-            direct = direct_side(engine, prompts, args.max_tokens)
+            direct = direct_side(engine, sent, args.max_tokens)
             time.sleep(SETTLE_S)
             vllm = offline.round()
             assert vllm["tokens"] == len(prompts) * args.max_tokens
@@ -142,10 +165,10 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
     finally:
         if offline is not None:
             offline.close()
-        engine.close()
+        if engine is not None:
+            engine.close()
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
-            "start": (start_s, offline.start["first_answer_s"]), "server_ready_s": server_ready_s,
-            "engine_ready_s": offline.start["load_s"], "rounds": rounds}
+            "starts": starts, "rounds": rounds}
 
 
 def spread(values: list[float]) -> str:
@@ -161,7 +184,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three sides in turn (medians reported)")
+    parser.add_argument("--start-rounds", type=int, default=1, help="starts of both sides in turn (medians reported)")
     args = parser.parse_args()
+    if min(args.rounds, args.start_rounds, args.steps) < 1:
+        sys.exit("--rounds, --start-rounds and --steps: give at least 1")
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHS]
     if unknown:
@@ -172,23 +198,29 @@ def main() -> None:
         for arch in archs:
             print(f"{arch}: building its checkpoint and starting vllm serve …", flush=True)
             results.append(one_architecture(arch, args, exe, Path(tmp)))
-    print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off; {args.rounds} rounds, the sides "
-          "in turn (lab, direct, vLLM) each round; medians over the rounds (range)\n")
+    print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off; {args.start_rounds} start rounds "
+          f"(lab first, then vLLM first, …), {args.rounds} rounds, the sides in turn (lab, direct, vLLM) each round; "
+          "medians over the rounds (range)\n")
     print("| architecture (preset, dtype) | steps | start lab (server ready) / vLLM (engine ready) s | TTFT lab / direct / vLLM ms "
           "| tokens/s lab / direct / vLLM | ratio start | ratio TTFT lab | ratio TTFT direct | ratio time/token lab "
           "| ratio time/token direct | server resident GiB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        (ls, vs), rounds = r["start"], r["rounds"]
+        starts, rounds = r["starts"], r["rounds"]
 
-        def median(pick) -> float:
-            return statistics.median(pick(x) for x in rounds)
+        def median(pick, over=rounds) -> float:
+            return statistics.median(pick(x) for x in over)
 
-        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {ls:.1f} ({r['server_ready_s']:.1f}) / {vs:.1f} ({r['engine_ready_s']:.1f}) | "
+        def started(side: str, what: str) -> float:
+            return median(lambda x: x[side][what], starts)
+
+        print(f"| {r['arch']} ({r['preset']}, {r['dtype']}) | {r['steps']} | {started('lab', 'first_answer_s'):.1f} "
+              f"({started('lab', 'ready_s'):.1f}) / {started('vllm', 'first_answer_s'):.1f} ({started('vllm', 'ready_s'):.1f}) | "
               f"{median(lambda x: x['lab']['ttft_s']) * 1000:.0f} / {median(lambda x: x['direct']['ttft_s']) * 1000:.0f} / "
               f"{median(lambda x: x['vllm_ttft_s']) * 1000:.0f} | {median(lambda x: x['lab']['tokens_per_s']):.1f} / "
               f"{median(lambda x: x['direct']['tokens_per_s']):.1f} / {median(lambda x: x['vllm_tokens_per_s']):.1f} "
-              f"| {ls / vs:.2f} | {spread([x['lab']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
+              f"| {spread([x['lab']['first_answer_s'] / x['vllm']['first_answer_s'] for x in starts])} "
+              f"| {spread([x['lab']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
               f"| {spread([x['direct']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['direct']['tokens_per_s'] for x in rounds])} | {r['memory_gib']:.2f} |")
