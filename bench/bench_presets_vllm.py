@@ -10,7 +10,7 @@ it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`
              constructed), the same one-token request with the same top-K log-probabilities. vLLM's
              first request with log-probabilities pays a lazy set-up on both sides (1.5 s on this CPU;
              10 ms on the next). `--start-rounds` starts of both in turn (lab first, then vLLM first, …;
-             each alone on the machine), medians and the range of the ratio
+             the earlier round's engines closed first), medians and the range of the ratio
   TTFT       the median over the steps of the seconds to the first token, each step alone: the lab's
              streamed `ttft_s` at concurrency 1; vLLM: `LLM.generate([prompt], max_tokens=1)`
   tokens/s   generated tokens over the seconds of the whole run, each step alone, `--max-tokens` each
@@ -129,7 +129,7 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
         # engines stay for the rounds below. vLLM's engine gets the lab server's own engine arguments and
         # the same top-K log-probabilities
         for number in range(args.start_rounds):
-            if engine is not None:  # an earlier round's: each start meets the machine with nothing else running
+            if engine is not None:  # the earlier round's engines go first (a round's second start meets the first's, idle)
                 offline.close()
                 engine.close()
             offline = None
