@@ -58,9 +58,11 @@ SERVER_CONCURRENCY = {"vllm": 64}  # per replica, by the `owned_by` of /v1/model
 PROBE_PROMPT = "Hello"
 
 
-def completion_body(model: str, prompt: str, sampling: Sampling, refused: dict[str, str] | None = None) -> dict:
-    """The JSON body of one streamed /v1/completions request (what the SDK sends)."""
-    fields, _ = request_fields(sampling, refused or {})
+def completion_body(model: str, prompt: str | list[int], sampling: Sampling, refused: dict[str, str] | None = None,
+                    logprobs: int = 0) -> dict:
+    """The JSON body of one streamed /v1/completions request, as the SDK's client sends it (the prompt as
+    text or as token ids)."""
+    fields, _ = request_fields(sampling, refused or {}, logprobs=logprobs)
     return {"model": model, "prompt": prompt, "stream": True, **fields}
 
 
@@ -208,13 +210,13 @@ class OpenAIEngine(EngineBase):
                 name, value = next(iter(blocked.items()))
                 return Failure(f"server {replica.url} does not accept {name} ({replica.refused[name]}), so it "
                                f"cannot apply {name}={value}; use a server that does (vLLM) or leave {name} neutral", False)
-            body = {"model": self.model_id, "stream": True, **fields}
+            as_ids = self.prompt_as_ids and prompt_ids is not None
+            body = completion_body(self.model_id, list(prompt_ids) if as_ids else prompt, sampling, replica.refused,
+                                   self.logprobs_k)
             if self.generation_base is not None:
                 body["generation_config"] = generation_config_field(sampling, self.generation_base)
             if self.ignore_eos:
                 body["ignore_eos"] = True
-            as_ids = self.prompt_as_ids and prompt_ids is not None
-            body["prompt"] = list(prompt_ids) if as_ids else prompt
             start = time.perf_counter()
             try:
                 # the SDK's client sends the body as it is: `completions.create` would first walk it
