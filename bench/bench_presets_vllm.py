@@ -137,9 +137,9 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                 offline = OfflineRounds(exe, offline_args, tmp / arch / "offline.log", f"{arch} generate")
             engine, lab = lab_start(spec)
             if number == 0:
-                steps = [s for s in load_replay(args.replay).steps
-                         if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
-                rendered = [render_for_engine(engine, s) for s in steps]
+                fitting = ((s, render_for_engine(engine, s)) for s in load_replay(args.replay).steps)
+                chosen = [(s, r) for s, r in fitting if (r.n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
+                steps, rendered = [s for s, _ in chosen], [r for _, r in chosen]
                 prompts = [r.text for r in rendered]
                 sent = [list(r.token_ids) if engine.client.prompt_as_ids and r.token_ids is not None else r.text
                         for r in rendered]  # what the lab's client sends

@@ -289,7 +289,8 @@ def test_only_a_vllm_server_with_the_labs_own_tokenizer_gets_prompts_as_token_id
     monkeypatch.setenv("LAB_VLLM", "/opt/vllm-env/bin/vllm")
     assert create_engine("vllm:org/Model-7B", presets=PRESETS).prompt_as_ids()
     own = create_engine("vllm:org/Model-7B?tokenizer=org/Tok", presets=PRESETS)
-    assert own.prompt_as_ids() and own.server_argv(9000)[own.server_argv(9000).index("--tokenizer") + 1] == "org/Tok"
+    argv = own.server_argv(9000)
+    assert own.prompt_as_ids() and argv[argv.index("--tokenizer") + 1] == "org/Tok"
     assert not create_engine("vllm:org/Model-7B?tokenizer_mode=mistral", presets=PRESETS).prompt_as_ids()
     assert not create_engine("transformers-serve:/m", presets=PRESETS).prompt_as_ids()
     assert not create_engine("openai:http://127.0.0.1:9/v1#m", presets=PRESETS).prompt_as_ids
