@@ -34,13 +34,17 @@ rounds and the ratios lab / vLLM (goal ≤ 1.10) with their range, and each lab 
         [--steps 6] [--max-tokens 32] [--rounds 3] [--start-rounds 1] [--json FILE]
 
 `--json FILE` also writes every start round's and round's figures, per architecture, for a look at the spread
-behind the medians.
+behind the medians. `--stream-cost N` then also runs bench/vllm_stream_cost.py on each architecture's prompts and
+engine arguments (N rounds, after the lab's server and vLLM's engine have stopped): vLLM's own AsyncLLM, the
+engine behind `vllm serve`, streaming each answer against `LLM.generate`, in one process taking turns. That is
+what streaming costs vLLM itself, without HTTP and without the lab: the floor of any front end that streams.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.vllm_args import engine_arguments  # noqa: E402
-from bench.vllm_cpu_setup import OfflineRounds, vllm_exe  # noqa: E402
+from bench.vllm_cpu_setup import OfflineRounds, offline_command, vllm_exe  # noqa: E402
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
@@ -147,9 +151,10 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                 sent = [list(r.token_ids) if engine.client.prompt_as_ids and r.token_ids is not None else r.text
                         for r in rendered]  # what the lab's client sends
                 (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+                engine_json = json.dumps(engine_arguments(engine.server_argv(0)))
                 offline_args = ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"),
-                                "--max-tokens", str(args.max_tokens), "--engine-json",
-                                json.dumps(engine_arguments(engine.server_argv(0))), "--logprobs", str(engine.logprobs_k)]
+                                "--max-tokens", str(args.max_tokens), "--engine-json", engine_json,
+                                "--logprobs", str(engine.logprobs_k)]
             if offline is None:
                 offline = OfflineRounds(exe, offline_args, tmp / arch / "offline.log", f"{arch} generate")
             starts.append({"lab": lab, "vllm": {"first_answer_s": offline.start["first_answer_from_launch_s"],
@@ -165,13 +170,31 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
             rounds.append({"lab": lab, "direct": direct, "vllm_ttft_s": statistics.median(vllm["ttft_s"]),
                            "vllm_tokens_per_s": vllm["tokens"] / sum(vllm["step_s"])})
         memory = server_memory_gib(engine)
+        logprobs_k = engine.logprobs_k
     finally:
         if offline is not None:
             offline.close()
         if engine is not None:
             engine.close()
+    stream_cost = None
+    if args.stream_cost:
+        stream_cost = streaming_floor(exe, [
+            "--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"), "--engine-json", engine_json,
+            "--rounds", str(args.stream_cost), "--max-tokens", str(args.max_tokens), "--logprobs", str(logprobs_k)],
+            tmp / arch)
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
-            "starts": starts, "rounds": rounds}
+            "starts": starts, "rounds": rounds, "stream_cost": stream_cost}
+
+
+def streaming_floor(exe: str, args: list[str], folder: Path) -> dict:
+    """bench/vllm_stream_cost.py run in vLLM's environment: AsyncLLM streamed / LLM.generate (its summary)."""
+    out = folder / "stream_cost.json"
+    command, env = offline_command(exe, [*args, "--out", str(out)], script="vllm_stream_cost.py")
+    with open(folder / "stream_cost.log", "w", encoding="utf-8") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if done.returncode != 0 or not out.is_file():
+        sys.exit(f"bench/vllm_stream_cost.py failed (exit {done.returncode}); see {folder / 'stream_cost.log'}")
+    return json.loads(out.read_text(encoding="utf-8"))
 
 
 def spread(values: list[float]) -> str:
@@ -189,9 +212,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three sides in turn (medians reported)")
     parser.add_argument("--start-rounds", type=int, default=1, help="starts of both sides in turn (medians reported)")
     parser.add_argument("--json", help="also write every round's figures (starts and rounds, per architecture) to this file")
+    parser.add_argument("--stream-cost", type=int, default=0, metavar="N",
+                        help="also N rounds of vLLM's AsyncLLM streamed against LLM.generate (bench/vllm_stream_cost.py)")
     args = parser.parse_args()
-    if min(args.rounds, args.start_rounds, args.steps) < 1:
-        sys.exit("--rounds, --start-rounds and --steps: give at least 1")
+    if min(args.rounds, args.start_rounds, args.steps) < 1 or args.stream_cost < 0:
+        sys.exit("--rounds, --start-rounds and --steps: give at least 1; --stream-cost: 0 (off) or more rounds")
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHS]
     if unknown:
@@ -230,6 +255,16 @@ def main() -> None:
               f"| {spread([x['direct']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['direct']['tokens_per_s'] for x in rounds])} | {r['memory_gib']:.2f} |")
+    floors = [r for r in results if r["stream_cost"]]
+    if floors:
+        print("\nvLLM's own streaming, without HTTP and without the lab: its AsyncLLM streamed / LLM.generate, the same "
+              "prompts and engine arguments, in one process taking turns (bench/vllm_stream_cost.py); medians (range)\n")
+        print("| architecture | rounds | ratio TTFT | ratio time/token |")
+        print("| --- | --- | --- | --- |")
+        for r in floors:
+            cost = r["stream_cost"]["rounds"]
+            print(f"| {r['arch']} | {len(cost)} | {spread([x['async_ttft_s'] / x['generate_ttft_s'] for x in cost])} "
+                  f"| {spread([x['async_s'] / x['generate_s'] for x in cost])} |")
 
 if __name__ == "__main__":
     main()

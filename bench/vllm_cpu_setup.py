@@ -32,12 +32,12 @@ def tiny_vllm_model(tmp_path: Path, hidden: int) -> Path:
     return save_tiny_model(tmp_path / "model", hidden=hidden, heads=hidden // 32, kv_heads=1, positions=32768)
 
 
-def offline_command(exe: str, args: list[str]) -> tuple[list[str], dict]:
-    """bench/vllm_offline.py with `args` run by the Python of vLLM's environment (beside `exe`), and its
-    environment: ours without the legacy KV-cache size, so that the engine arguments decide it."""
+def offline_command(exe: str, args: list[str], script: str = "vllm_offline.py") -> tuple[list[str], dict]:
+    """bench/`script` (default vllm_offline.py) with `args` run by the Python of vLLM's environment (beside
+    `exe`), and its environment: ours without the legacy KV-cache size, so that the engine arguments decide it."""
     python = str(Path(exe).with_name("python"))
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
-    return [python, str(ROOT / "bench" / "vllm_offline.py"), *args], env
+    return [python, str(ROOT / "bench" / script), *args], env
 
 
 def run_offline(exe: str, args: list[str], out: Path, what: str) -> dict:
