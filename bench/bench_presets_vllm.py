@@ -151,10 +151,9 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
                 sent = [list(r.token_ids) if engine.client.prompt_as_ids and r.token_ids is not None else r.text
                         for r in rendered]  # what the lab's client sends
                 (tmp / arch / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
-                engine_json = json.dumps(engine_arguments(engine.server_argv(0)))
                 offline_args = ["--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"),
-                                "--max-tokens", str(args.max_tokens), "--engine-json", engine_json,
-                                "--logprobs", str(engine.logprobs_k)]
+                                "--max-tokens", str(args.max_tokens), "--engine-json",
+                                json.dumps(engine_arguments(engine.server_argv(0))), "--logprobs", str(engine.logprobs_k)]
             if offline is None:
                 offline = OfflineRounds(exe, offline_args, tmp / arch / "offline.log", f"{arch} generate")
             starts.append({"lab": lab, "vllm": {"first_answer_s": offline.start["first_answer_from_launch_s"],
@@ -170,18 +169,13 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
             rounds.append({"lab": lab, "direct": direct, "vllm_ttft_s": statistics.median(vllm["ttft_s"]),
                            "vllm_tokens_per_s": vllm["tokens"] / sum(vllm["step_s"])})
         memory = server_memory_gib(engine)
-        logprobs_k = engine.logprobs_k
     finally:
         if offline is not None:
             offline.close()
         if engine is not None:
             engine.close()
-    stream_cost = None
-    if args.stream_cost:
-        stream_cost = streaming_floor(exe, [
-            "--model", str(folder), "--prompts", str(tmp / arch / "prompts.json"), "--engine-json", engine_json,
-            "--rounds", str(args.stream_cost), "--max-tokens", str(args.max_tokens), "--logprobs", str(logprobs_k)],
-            tmp / arch)
+    # the same model, prompts, engine arguments and log-probabilities as vLLM's offline side
+    stream_cost = streaming_floor(exe, [*offline_args, "--rounds", str(args.stream_cost)], tmp / arch) if args.stream_cost else None
     return {"arch": arch, "preset": preset, "dtype": dtype, "steps": len(steps), "memory_gib": memory,
             "starts": starts, "rounds": rounds, "stream_cost": stream_cost}
 

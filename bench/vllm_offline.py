@@ -87,12 +87,13 @@ def rounds(llm, prompts: list[str], args: argparse.Namespace, load: float, first
 
 
 def alone(llm, prompts: list[str], max_tokens: int, logprobs: int | None) -> dict:
-    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`."""
+    """Per prompt, alone: seconds to one generated token (its time to first token) and to `max_tokens`, and
+    each answer's token ids."""
     from vllm import SamplingParams
 
     first = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=logprobs)
     full = SamplingParams(temperature=0, top_p=1, max_tokens=max_tokens, ignore_eos=True, logprobs=logprobs)
-    ttft, total, tokens = [], [], 0
+    ttft, total, answers = [], [], []
     for prompt in prompts:
         start = time.perf_counter()
         llm.generate([prompt], first, use_tqdm=False)
@@ -100,8 +101,8 @@ def alone(llm, prompts: list[str], max_tokens: int, logprobs: int | None) -> dic
         start = time.perf_counter()
         out = llm.generate([prompt], full, use_tqdm=False)
         total.append(time.perf_counter() - start)
-        tokens += len(out[0].outputs[0].token_ids)
-    return {"ttft_s": ttft, "step_s": total, "tokens": tokens}
+        answers.append(list(out[0].outputs[0].token_ids))
+    return {"ttft_s": ttft, "step_s": total, "tokens": sum(map(len, answers)), "token_ids": answers}
 
 
 def prefill(llm, pairs: list[dict], args: argparse.Namespace) -> None:

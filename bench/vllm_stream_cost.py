@@ -1,6 +1,7 @@
 """What streaming itself costs vLLM: its AsyncLLM (the engine `vllm serve` runs, without the HTTP server)
 streaming each answer, against `LLM.generate` on the same prompts. Runs INSIDE vLLM's environment (never
-imports the lab); bench/bench_presets_vllm.py --stream-cost runs it on each architecture's prompts.
+imports the lab; LLM.generate is timed as bench/vllm_offline.py times it); bench/bench_presets_vllm.py
+--stream-cost runs it on each architecture's prompts.
 
     $LAB_VLLM_PYTHON bench/vllm_stream_cost.py --model DIR --prompts prompts.json --engine-json '{…}' [--rounds 8]
         [--max-tokens 32] [--logprobs 5] [--out RESULT.json]
@@ -52,12 +53,12 @@ async def measure(args: argparse.Namespace, prompts: list[str]) -> list[dict]:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.sampling_params import RequestOutputKind
     from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm_offline import alone  # beside this script
 
     engine = json.loads(args.engine_json)
-    common = {"temperature": 0, "top_p": 1, "ignore_eos": True, "logprobs": args.logprobs}
-    one = SamplingParams(max_tokens=1, **common)
-    full = SamplingParams(max_tokens=args.max_tokens, **common)
-    streamed = SamplingParams(max_tokens=args.max_tokens, output_kind=RequestOutputKind.DELTA, **common)
+    one = SamplingParams(temperature=0, top_p=1, max_tokens=1, ignore_eos=True, logprobs=args.logprobs)
+    streamed = SamplingParams(temperature=0, top_p=1, max_tokens=args.max_tokens, ignore_eos=True,
+                              logprobs=args.logprobs, output_kind=RequestOutputKind.DELTA)
     llm = LLM(model=args.model, seed=0, **engine)
     streaming = AsyncLLM.from_engine_args(AsyncEngineArgs(model=args.model, seed=0, **engine))
     counter = [0]
@@ -77,23 +78,16 @@ async def measure(args: argparse.Namespace, prompts: list[str]) -> list[dict]:
         rounds = []
         for _ in range(args.rounds):
             await asyncio.sleep(2.0)  # the worker spins 1 s after its last step
-            firsts, total, answers = [], 0.0, []
-            for prompt in prompts:
-                began = time.perf_counter()
-                llm.generate([prompt], one, use_tqdm=False)
-                firsts.append(time.perf_counter() - began)
-                began = time.perf_counter()
-                out = llm.generate([prompt], full, use_tqdm=False)
-                total += time.perf_counter() - began
-                answers.append(list(out[0].outputs[0].token_ids))
+            generated = alone(llm, prompts, args.max_tokens, args.logprobs)
             await asyncio.sleep(2.0)
             stream_firsts, stream_total = [], 0.0
-            for prompt, answer in zip(prompts, answers):
+            for prompt, answer in zip(prompts, generated["token_ids"]):
                 first, seconds, ids = await stream(prompt)
                 assert ids == answer, "AsyncLLM and LLM.generate answered different token ids"
                 stream_firsts.append(first)
                 stream_total += seconds
-            row = {"async_ttft_s": statistics.median(stream_firsts), "generate_ttft_s": statistics.median(firsts),
+            total = sum(generated["step_s"])
+            row = {"async_ttft_s": statistics.median(stream_firsts), "generate_ttft_s": statistics.median(generated["ttft_s"]),
                    "async_s": stream_total, "generate_s": total}
             rounds.append(row)
             print(f"round {len(rounds)}: TTFT AsyncLLM {row['async_ttft_s'] * 1000:.0f} ms / LLM {row['generate_ttft_s'] * 1000:.0f} ms; "
