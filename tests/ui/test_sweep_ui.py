@@ -156,7 +156,9 @@ def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_m
     url, ctx, root = served
     monkeypatch.setattr(panel, "CHUNK", 1)  # every step comes back on its own: Stop lands between steps
     client = Client(url, verbose=False)
-    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"  # typed into the SPEC box
+    # typed into the SPEC box; 400 tokens a step: the server answers the four steps about 4 s apart in all
+    # (at 24 tokens, 0.8 s: on a loaded machine all four could finish before Stop reached the sweep)
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=400&name=ts"
     early = [s.key for s in ctx.replay.steps if s.bucket == "early"]
     checkpoint = Path(ctx.settings.runs_dir) / "ts.partial.jsonl"
     job = client.submit(*sweep_args([], specs=spec, buckets=["early"]), api_name="/run_sweep")
