@@ -503,3 +503,72 @@ def test_a_second_signal_during_the_exit_handler_does_not_hang_the_lab():
     thread.start()
     thread.join(10)
     assert not thread.is_alive()
+
+
+# A lab process with one managed server whose exit takes a while: an atexit function registered after the exit
+# handlers (so it runs first) stands in for a slow close of the results store. Argument: FORCE_AFTER_S.
+SLOW_EXIT_LAB = """
+    import atexit, sys, time
+    from lab.engines.servers import ManagedServer, install_exit_handlers, supervisor
+    supervisor.FORCE_AFTER_S = float(sys.argv[1])
+    install_exit_handlers()
+    server = ManagedServer("sleeper", lambda port: [sys.executable, "-c", sys.argv[2], str(port)], sys.argv[3],
+                           ready_paths=("/",))
+    server.start()
+    server.wait_ready(30)
+
+    @atexit.register
+    def slow_close():
+        time.sleep(float(sys.argv[4]))
+        print("closed", flush=True)
+
+    print(server.pid, flush=True)
+    time.sleep(300)
+"""
+HTTP_SERVER = "import http.server, sys; http.server.test(http.server.SimpleHTTPRequestHandler, port=int(sys.argv[1]), bind='127.0.0.1')"
+STUBBORN_SERVER = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + HTTP_SERVER
+
+
+def slow_exit_lab(tmp_path: Path, force_after: float, server_code: str, close_s: float) -> tuple[subprocess.Popen, int]:
+    lab = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLOW_EXIT_LAB), str(force_after), server_code,
+                            str(tmp_path / "sleeper.log"), str(close_s)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    return lab, int(lab.stdout.readline())
+
+
+def test_a_second_ctrl_c_or_sigterm_while_the_lab_stops_lets_the_exit_finish_without_a_traceback(tmp_path):
+    """Ctrl-C pressed twice (or TERM sent twice) raised a second KeyboardInterrupt or SystemExit inside the
+    first one's exit: a traceback, and the results store's close cut short. Now the repeat says one line and
+    the exit goes on to its end."""
+    lab, server_pid = slow_exit_lab(tmp_path, 10.0, HTTP_SERVER, close_s=1.5)
+    try:
+        lab.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # inside the slow close
+        lab.send_signal(signal.SIGINT)
+        lab.send_signal(signal.SIGTERM)
+        out, err = lab.communicate(timeout=30)
+    finally:
+        lab.kill()
+    assert lab.returncode == 128 + signal.SIGTERM, err
+    assert out.split() == ["closed"] and "Traceback" not in err, err
+    assert "already stopping; a SIGINT more than 10 s after the first ends the lab at once" in err
+    assert gone(server_pid)
+
+
+def test_a_repeat_after_force_after_s_ends_a_stuck_exit_at_once_and_kills_the_servers(tmp_path):
+    """A server that ignores SIGTERM holds the first signal's exit for its stop grace; a repeat after
+    FORCE_AFTER_S (here 0.5 s) kills the servers' process groups and ends the lab with no traceback."""
+    lab, server_pid = slow_exit_lab(tmp_path, 0.5, STUBBORN_SERVER, close_s=0)
+    try:
+        started = time.monotonic()
+        lab.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert lab.poll() is None  # still waiting for the stubborn server
+        lab.send_signal(signal.SIGTERM)
+        out, err = lab.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        lab.kill()
+    assert lab.returncode == 128 + signal.SIGTERM and took < 4.0, (took, err)  # the stop grace is 5 s
+    assert "ending it now" in err and "Traceback" not in err and "closed" not in out, err
+    assert gone(server_pid, timeout=2)

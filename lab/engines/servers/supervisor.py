@@ -408,11 +408,39 @@ def stop_all(grace: float = 5.0) -> None:
 
 
 _handlers_installed = False
+FORCE_AFTER_S = 10.0  # a repeated Ctrl-C or SIGTERM this long after the first ends the process at once
+_exit_began: float | None = None  # time.monotonic() of the first SIGTERM or SIGINT
+
+
+def _say(text: str) -> None:
+    """One line to stderr from a signal handler (os.write: a print there may land inside another print)."""
+    try:
+        os.write(2, f"{text}\n".encode())
+    except OSError:
+        pass
+
+
+def _repeated_signal(signum: int) -> None:
+    """A second Ctrl-C or SIGTERM while the lab stops. Within FORCE_AFTER_S of the first it is let pass: the
+    first one's exit goes on (servers stopped, the results store closed cleanly, exports deleted), where an
+    exception raised now would cut it short with a traceback. Later, the exit is stuck: kill the servers'
+    process groups and end now."""
+    waited = time.monotonic() - (_exit_began or 0.0)
+    if waited < FORCE_AFTER_S:
+        _say(f"already stopping; a {signal.Signals(signum).name} more than {FORCE_AFTER_S:.0f} s after the first "
+             "ends the lab at once")
+        return
+    _say(f"the lab has not stopped {waited:.0f} s after the first signal: ending it now")
+    for server in _registry.live():
+        if server.pid is not None:
+            _signal_group(server.pid, signal.SIGKILL)
+    os._exit(128 + signum)
 
 
 def install_exit_handlers() -> None:
-    """Stop every managed server when the lab exits: atexit, SIGTERM and SIGINT (then the
-    previous handler runs, so Ctrl-C still interrupts). Call from the main thread."""
+    """Stop every managed server when the lab exits: atexit, SIGTERM and SIGINT (then the previous
+    handler runs, so Ctrl-C still interrupts; a repeat while the lab stops: `_repeated_signal`). Call from
+    the main thread."""
     global _handlers_installed
     if _handlers_installed or threading.current_thread() is not threading.main_thread():
         return
@@ -422,6 +450,11 @@ def install_exit_handlers() -> None:
         previous = signal.getsignal(sig)
 
         def handler(signum, frame, previous=previous):
+            global _exit_began
+            if _exit_began is not None:
+                _repeated_signal(signum)
+                return
+            _exit_began = time.monotonic()
             stop_all()
             if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
                 previous(signum, frame)
