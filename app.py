@@ -11,9 +11,17 @@ import os
 import sys
 
 
+def port_number(text: str) -> int:
+    """argparse type of --port (and of $PORT, its default): a TCP port, 1-65535."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' (from --port or $PORT) is not a port: give a number 1-65535")
+    return int(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python app.py", description="TB2-lite comparison lab (web UI)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 7860), help="port (default 7860 or $PORT)")
+    parser.add_argument("--port", type=port_number, default=os.environ.get("PORT") or "7860",
+                        help="port (default 7860 or $PORT)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
                         help="address to bind (default 127.0.0.1 or $GRADIO_SERVER_NAME)")
     parser.add_argument("--replay", help="replay .jsonl (default: $LAB_REPLAY, else the cached download)")
@@ -29,10 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from lab.engines.servers import install_exit_handlers
+    from lab.errors import os_error_line
     from lab.settings import Settings
 
     install_exit_handlers()  # Ctrl-C, SIGTERM or exit: no model server outlives the lab
-    from lab.ui.app import build_app, create_context, launch_options, opening_message, startup_report
+    from lab.ui.app import (build_app, create_context, launch_options, launch_problem, opening_message,
+                            startup_report)
 
     overrides = {}
     if args.results:
@@ -41,16 +51,24 @@ def main(argv: list[str] | None = None) -> int:
         overrides["replay_path"] = args.replay
     if args.ray:
         overrides["ray_address"] = args.ray
-    settings = Settings(**overrides)
-    print(opening_message(settings), file=sys.stderr, flush=True)
-    ctx = create_context(settings, args.engine)
+    try:
+        settings = Settings(**overrides)
+        print(opening_message(settings), file=sys.stderr, flush=True)
+        ctx = create_context(settings, args.engine)
+    except OSError as exc:  # a results folder that is a file, or cannot be made or written
+        raise SystemExit(f"error: cannot open the lab's folders: {os_error_line(exc)} (--results DIR: a folder the "
+                         "lab can write)") from None
     for line in startup_report(ctx):
         print(line, file=sys.stderr)
     demo = build_app(ctx)
     from lab.ui.shell.public import queue_options
 
     demo.queue(**queue_options(settings))
-    demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+    except OSError as exc:  # the port is taken, the host is not this machine's
+        raise SystemExit(f"error: cannot serve on {args.host}:{args.port}: {launch_problem(args.host, args.port, exc)} "
+                         "(--port N, --host ADDRESS)") from None
     return 0
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from lab.errors import LabError
+from lab.errors import LabError, os_error_line
 from lab.settings import Settings
 
 # sub-command name -> module exposing `add_arguments(parser)` and `run(args) -> int`
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # an output path that cannot be written, a disk that is full, …
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {os_error_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -25,3 +25,10 @@ class EngineSpecError(LabError):
 
 class EngineLoadError(LabError):
     """An engine failed to load (model missing, no GPU, vLLM not installed, …)."""
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError a user caused (a path that cannot be made or written, a full disk) as one line: the path,
+    then the system's reason."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"

@@ -223,6 +223,23 @@ def launch_options() -> dict:
             **_no_self_check()}
 
 
+def launch_problem(host: str, port: int, exc: OSError) -> str:
+    """Why launch() could not serve on host:port, in one line. Gradio says "Cannot find empty port" for
+    every failed bind (a taken port, a host name that does not resolve, an address not this machine's):
+    binding here once gives the system's own reason."""
+    import socket
+
+    if "empty port" not in str(exc):
+        return str(exc.strerror or exc)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as why:
+        return f"{why.strerror or why}"
+    return "the port is in use"
+
+
 def _no_self_check() -> dict:
     """Skip launch()'s check that the page answers a HEAD within 3 s (Gradio's `_frontend`): on a loaded
     machine the first render takes longer, and the check then ends the app with "When localhost is not
