@@ -156,7 +156,7 @@ def test_stop_mid_sweep_keeps_finished_steps_and_resume_continues(served, tiny_m
     url, ctx, root = served
     monkeypatch.setattr(panel, "CHUNK", 1)  # every step comes back on its own: Stop lands between steps
     client = Client(url, verbose=False)
-    # typed into the SPEC box; 400 tokens a step: the server answers the four steps about 4 s apart in all
+    # typed into the SPEC box; 400 tokens a step: the first step ends about 2.4 s before the last on a quiet machine
     # (at 24 tokens, 0.8 s: on a loaded machine all four could finish before Stop reached the sweep)
     spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=400&name=ts"
     early = [s.key for s in ctx.replay.steps if s.bucket == "early"]
