@@ -506,7 +506,8 @@ def test_a_second_signal_during_the_exit_handler_does_not_hang_the_lab():
 
 
 # A lab process with one managed server whose exit takes a while: an atexit function registered after the exit
-# handlers (so it runs first) stands in for a slow close of the results store. Argument: FORCE_AFTER_S.
+# handlers (so it runs first) stands in for a slow close of the results store. Arguments: FORCE_AFTER_S, the
+# server's Python code, its log file, the close's seconds. It prints the server's pid once the server answers.
 SLOW_EXIT_LAB = """
     import atexit, sys, time
     from lab.engines.servers import ManagedServer, install_exit_handlers, supervisor
