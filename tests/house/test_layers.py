@@ -40,10 +40,13 @@ def named_rooms(cell: str) -> set[str]:
 
 def load_layers(path: Path = LAYERS) -> dict[str, int]:
     """Room (top-level package or module of lab/) -> its layer, from lab/layers.yaml."""
+    table = yaml.safe_load(path.read_text(encoding="utf-8"))
     rank = {}
-    for row in yaml.safe_load(path.read_text(encoding="utf-8"))["layers"]:
+    for row in table["layers"]:
         for room in [*row["rooms"], *row.get("described", {}), *row.get("same_as", {})]:
             rank[room] = row["layer"]
+    for extra in table.get("beyond_design", []):
+        rank[extra["room"]] = extra["layer"]
     return rank
 
 
@@ -130,6 +133,20 @@ def test_the_layer_table_is_designs():
             assert words.lower() in cell.lower(), f"layer {row['layer']}: DESIGN does not describe {package} as {words!r}"
         for module, room in row.get("same_as", {}).items():
             assert room in row["rooms"], f"layer {row['layer']}: {module} sits with {room}, which is not in the row"
+
+
+@pytest.mark.skipif(not DESIGN.exists(), reason=f"{DESIGN} missing")
+def test_rooms_beyond_designs_table_have_one_home_and_a_reason():
+    """A room DESIGN does not name sits at one of DESIGN's layers, is not also in a row, and says why."""
+    rows = design_rows(DESIGN.read_text(encoding="utf-8"))
+    table = yaml.safe_load(LAYERS.read_text(encoding="utf-8"))
+    in_rows = {room for row in table["layers"]
+               for room in [*row["rooms"], *row.get("described", {}), *row.get("same_as", {})]}
+    for extra in table.get("beyond_design", []):
+        assert extra["layer"] in rows, f"{extra['room']}: layer {extra['layer']} is not one of DESIGN's"
+        assert extra["room"] not in in_rows, f"{extra['room']} is in a row of the table already"
+        assert extra["room"] not in named_rooms(" ".join(rows.values())), f"DESIGN names {extra['room']}: put it in its row"
+        assert len(str(extra.get("why", "")).split()) >= 5, f"{extra['room']}: say why it sits at layer {extra['layer']}"
 
 
 def test_every_room_of_lab_has_a_layer():
