@@ -40,10 +40,17 @@ def _import_run(settings: Settings, path: str | Path) -> str:
     return import_new_run(settings, path, after_import=refresh_step_flags)
 
 
+def _stored_names(settings: Settings) -> Callable[[Path], str | None] | None:
+    """Where the store holds a run whose result file path a new run must not take (lab.runs.claims)."""
+    from lab.store.autoimport import store_run_names
+
+    return store_run_names(settings)
+
+
 # what a command of a lower layer gets passed in from this layer: command -> keyword -> function
 PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
-    "replay": {"import_run": _import_run},
-    "score-reference": {"import_run": _import_run},
+    "replay": {"import_run": _import_run, "stored_names": _stored_names},
+    "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
 }
 
 

@@ -98,6 +98,7 @@ class EngineBase(ABC):
             )
         preset = config.preset
         self.model_id = model_id
+        self.name_given = bool(options.get("name"))  # `name=` in the SPEC: the user's own, used as is
         self.name = str(options.pop("name", "") or name)
         self.contract = str(options.pop("contract", "") or (preset.contract if preset else "tb2lite-json"))
         self.prompt_options = dict(preset.prompt_options if preset else DEFAULT_PROMPT_OPTIONS)

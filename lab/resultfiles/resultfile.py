@@ -79,8 +79,9 @@ def iter_result_files(folder: str | os.PathLike) -> Iterator[Path]:
     yield from sorted(p for p in root.rglob("*.json") if p.is_file())
 
 
-def write_result_file(path: str | os.PathLike, result: dict) -> Path:
-    """Write atomically (temp file + rename) so a crash never leaves half a file.
+def write_result_file(path: str | os.PathLike, result: dict, *, replace: bool = True) -> Path:
+    """Write atomically (temp file + rename) so a crash never leaves half a file. With `replace=False` an
+    existing file is never replaced (FileExistsError; the temp file is linked in, not renamed over).
 
     The temp file is created with mode 0666 less the user's umask (0644 usually), like any file the
     user writes, so the renamed result is readable by the group/others the umask allows.
@@ -93,7 +94,11 @@ def write_result_file(path: str | os.PathLike, result: dict) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(result, fh, ensure_ascii=False, indent=1, allow_nan=False)
             fh.write("\n")
-        os.replace(tmp, p)
+        if replace:
+            os.replace(tmp, p)
+        else:
+            os.link(tmp, p)  # atomic, and refuses an existing name
+            tmp.unlink()
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

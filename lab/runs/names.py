@@ -21,12 +21,3 @@ def finished_run_file(out_dir: Path, stem: str) -> Path | None:
     final = out_dir / f"{stem}.json"
     return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
 
-
-def new_run_name(out_dir: Path, stem: str, suffix: str = "") -> str:
-    """`stem-2`, `stem-3` …: the first name with neither a result file nor a checkpoint (`suffix`: of
-    the files `NAME{suffix}.json`, e.g. `.reference` for a score-reference run)."""
-    k = 2
-    while ((out_dir / f"{stem}-{k}{suffix}.json").exists()
-           or (out_dir / f"{stem}-{k}{suffix}.partial.jsonl").exists()):
-        k += 1
-    return f"{stem}-{k}"

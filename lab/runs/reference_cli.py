@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from lab.errors import LabError
+from lab.runs.claims import TakenFn
 from lab.settings import Settings
 
 
@@ -23,34 +24,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="corrected: the 303 published steps; all: every turn")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
     parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
-    parser.add_argument("--name", default=None, help="run name (file stem before .reference.json); default: the engine's name")
+    parser.add_argument("--name", default=None, help="run name (file stem before .reference.json); default: the "
+                        "engine's name and kind; a taken default name becomes NAME-2 …, a taken --name is refused")
+    parser.add_argument("--overwrite", action="store_true", help="replace a run of the same name (never done otherwise)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
     parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
 
 
-def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None) -> int:
-    """Score the references on each engine in turn; a file written to the lab's runs folder is imported."""
+def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None,
+        stored_names: Callable[[Settings], TakenFn | None] | None = None) -> int:
+    """Score the references on each engine in turn; a file written to the lab's runs folder is imported (and its
+    name is not one a run in the store was read from: `stored_names`, as for replay)."""
     from tqdm import tqdm
 
     from lab.engines import create_engine
-    from lab.runs.reference_run import ReferenceConfig, score_reference_run
-    from lab.runs.replay_cli import select_steps, step_selection
+    from lab.runs.claims import check_run_name
+    from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
+    from lab.runs.replay import run_file_name
+    from lab.runs.replay_cli import note, select_steps, step_selection
     from lab import jsontext
 
     settings = Settings()
     replay_set, steps = select_steps(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
+    own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()
+    taken = stored_names(settings) if stored_names is not None and own_folder else None
+    name = args.name if len(args.engine) == 1 else None
     failures = 0
     for spec in args.engine:
         engine = create_engine(spec)
-        try:
+        try:  # a refused run name says so before a model loads
+            check_run_name(out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume,
+                           overwrite=args.overwrite, explicit=bool(name), taken=taken)
             engine.load()
         except LabError as exc:
             print(f"error: {spec}: {exc}", file=sys.stderr)
             failures += 1
             continue
-        config = ReferenceConfig(out_dir=out_dir, run_name=args.name if len(args.engine) == 1 else None,
-                                 resume=args.resume, replay_fingerprint=replay_set.fingerprint,
+        config = ReferenceConfig(out_dir=out_dir, run_name=name, name_given=bool(name), overwrite=args.overwrite,
+                                 taken=taken, notify=note, resume=args.resume, replay_fingerprint=replay_set.fingerprint,
                                  selection=step_selection(args.mode, args.tasks, args.limit),
                                  eval_path=str(replay_set.path))
         bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
@@ -74,6 +86,6 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
               f"NLL per token {'n/a' if nll is None else f'{nll:.4f}'}"
               + (f" ({agg['steps_failed']} failed: see per_step[].error)" if agg["steps_failed"] else "")
               + f" -> {path}")
-        if import_run is not None and Path(out_dir).resolve() == Path(settings.runs_dir).resolve():
+        if import_run is not None and own_folder:
             print(import_run(settings, path))
     return 1 if failures else 0

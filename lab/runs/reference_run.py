@@ -27,9 +27,9 @@ from lab.engines.base import Engine
 from lab.engines.reference_likelihood import ReferenceScore, unit_logprobs, unit_spans
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
+from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import parse_reference, render_for_engine
 from lab.runs.replay import run_file_name, utc_timestamp
-from lab.resultfiles.resultfile import write_result_file
 
 KIND = "tb2lite-reference-likelihood"
 FORMAT_VERSION = 1
@@ -46,6 +46,10 @@ class ReferenceConfig:
     replay_fingerprint: str = ""
     selection: dict | None = None
     eval_path: str = ""
+    overwrite: bool = False  # as ReplayConfig: a run is never replaced unasked (lab.runs.claims)
+    name_given: bool = False
+    taken: TakenFn | None = None
+    notify: Callable[[str], None] | None = None
 
 
 def is_reference_file(result: object) -> bool:
@@ -98,12 +102,23 @@ def score_reference_run(
     if not hasattr(engine, "score_reference"):
         raise LabError(f"{engine.spec}: a {engine.kind} engine cannot score the reference (it has no model); "
                        "use transformers:, vllm:, or openai: on a vLLM server")
-    out_dir = Path(config.out_dir)
-    stem = run_file_name(engine, config.run_name) + SUFFIX
-    checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
+    claim = claim_run(config.out_dir, run_file_name(engine, config.run_name), suffix=SUFFIX, resume=config.resume,
+                      overwrite=config.overwrite, explicit=config.name_given, taken=config.taken)
+    if claim.note and config.notify is not None:
+        config.notify(claim.note)
+    try:
+        return _score_claimed(engine, steps, config, claim, progress, stop)
+    finally:
+        claim.release()
+
+
+def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, claim: RunClaim,
+                   progress: Callable[[int, int], None] | None, stop: threading.Event | None) -> Path:
+    """score_reference_run once its run name is held."""
+    checkpoint = Checkpoint(claim.checkpoint)
     header = _header(engine, config, steps)
     done: dict[str, dict] = {}
-    if config.resume and checkpoint.exists():
+    if claim.resumed:
         old, rows = checkpoint.read()
         if old is not None and {k: old.get(k) for k in header} != header:
             raise LabError(f"{checkpoint.path}: the checkpoint is of another run (engine, steps or replay differ); "
@@ -136,7 +151,8 @@ def score_reference_run(
         "engine_spec": engine.spec,
         "model_path": model_path,
         "lora_path": info.lora,
-        "model_short": (config.run_name or model_path.rstrip("/").split("/")[-1] or engine.kind),
+        "model_short": ((claim.name if config.run_name else None) or model_path.rstrip("/").split("/")[-1]
+                        or engine.kind),
         "contract": getattr(engine, "contract", "tb2lite-json"),
         "eval_path": config.eval_path,
         "replay_sha256": config.replay_fingerprint,
@@ -145,6 +161,8 @@ def score_reference_run(
         "aggregate": aggregate(rows),
         "per_step": rows,
     }
-    path = write_result_file(out_dir / f"{stem}.json", json.loads(json.dumps(result)))
+    path = claim.write_final(json.loads(json.dumps(result)))
+    if path != claim.final and config.notify is not None:
+        config.notify(claim.note or f"saved as {path.name}")
     checkpoint.path.unlink(missing_ok=True)
     return path

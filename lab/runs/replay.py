@@ -17,8 +17,9 @@ from lab.errors import LabError
 from lab.prompts.guard import check_context, context_stats
 from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
+from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
-from lab.resultfiles.resultfile import CORRECTED, LEGACY, write_result_file
+from lab.resultfiles.resultfile import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
@@ -50,6 +51,10 @@ class ReplayConfig:
     selection: dict = field(default_factory=dict)  # how the steps were chosen: mode, tasks, limit
     samples: int = 1  # answers per step (lab.runs.samples); 1 writes exactly today's files
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
+    overwrite: bool = False  # replace a run of the same name (never done unasked: lab.runs.claims)
+    name_given: bool = False  # run_name is the user's own: taken means a refusal, not `NAME-2`
+    taken: TakenFn | None = None  # more places a name can be taken (a run in the store)
+    notify: Callable[[str], None] | None = None  # told when the run gets another name than asked
 
 
 def run_name_max() -> int:
@@ -59,10 +64,22 @@ def run_name_max() -> int:
     return int(yaml.safe_load(Path(__file__).with_name("limits.yaml").read_text(encoding="utf-8"))["run_name_max"])
 
 
+def default_run_name(engine: Engine) -> str:
+    """A run's name when none is given: the engine's name, and for a model engine whose name the user did not
+    choose (`name=`) its kind and the preset it runs with, so one checkpoint replayed on two engines, or with and
+    without a preset, gets two names (`checkpoint-3-vllm`, `checkpoint-3-transformers-gemma4-e4b-sft`)."""
+    name = getattr(engine, "name", None) or engine.kind
+    if getattr(engine, "name_given", False) or engine.kind in PROMPT_FREE_KINDS:
+        return name
+    preset = engine.preset_key if getattr(engine, "preset_on_target", False) else None
+    tag = "-".join(t for t in (engine.kind, preset) if t)
+    return name if name.endswith(tag) else f"{name}-{tag}"
+
+
 def run_file_name(engine: Engine, explicit: str | None = None) -> str:
-    """File stem of a run: the explicit name, else the engine's short name, made path-safe.
+    """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
-    name = explicit or getattr(engine, "name", None) or engine.kind
+    name = explicit or default_run_name(engine)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
     limit = run_name_max()
     if len(stem) > limit and explicit:
@@ -91,10 +108,22 @@ def replay(
     """
     if config.chunk_size < 1:
         raise LabError(f"chunk size must be at least 1, got {config.chunk_size}")
-    out_dir = Path(config.out_dir)
-    stem = run_file_name(engine, config.run_name)
-    final_path = out_dir / f"{stem}.json"
-    checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
+    claim = claim_run(config.out_dir, run_file_name(engine, config.run_name), resume=config.resume,
+                      overwrite=config.overwrite, explicit=config.name_given, taken=config.taken)
+    if claim.note and config.notify is not None:
+        config.notify(claim.note)
+    try:
+        if config.run_name and claim.name != config.run_name:
+            config = replace(config, run_name=claim.name)
+        return _replay_claimed(engine, steps, config, claim, progress, stop)
+    finally:
+        claim.release()
+
+
+def _replay_claimed(engine: Engine, steps: list[Step], config: ReplayConfig, claim: RunClaim,
+                    progress: ProgressFn | None, stop: threading.Event | None) -> Path:
+    """replay() once its run name is held."""
+    checkpoint = Checkpoint(claim.checkpoint)
     sampling = config.sampling or getattr(engine, "default_sampling", None) or Sampling()
     if config.samples > 1:  # sample k uses seed S + k; the file records S
         sampling = replace(sampling, seed=base_seed(sampling))
@@ -119,7 +148,7 @@ def replay(
     done: dict[str, dict] = {}
     gen_secs: dict[str, float | None] = {}  # generation seconds of each finished step
     header = _header(engine, config, sampling, steps)
-    if config.resume and checkpoint.exists():
+    if claim.resumed:
         old_header, entries = checkpoint.read_entries()
         _check_same_run(checkpoint.path, old_header, header)
         for entry in entries:
@@ -186,8 +215,10 @@ def replay(
     per_step = [done[s.key] for s in steps if s.key in done]
     header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
     result = _result(engine, config, sampling, header, per_step, meta, ctx)
-    validate_result(result, str(final_path))  # never write what the store or rescore would refuse
-    write_result_file(final_path, result)
+    validate_result(result, str(claim.final))  # never write what the store or rescore would refuse
+    final_path = claim.write_final(result)
+    if final_path != claim.final and config.notify is not None:
+        config.notify(claim.note or f"saved as {final_path.name}")
     checkpoint.remove()
     return final_path
 

@@ -10,6 +10,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from lab.engines.base import Sampling
+from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.errors import LabError
 from lab.settings import Settings
 
@@ -46,7 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
     parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
     parser.add_argument("--lenient", action="store_true", help="skip malformed replay lines instead of stopping")
-    parser.add_argument("--name", default=None, help="run name (file stem); default: the engine's name")
+    parser.add_argument("--name", default=None, help="run name (file stem); default: the engine's name and kind "
+                        "(e.g. checkpoint-3-vllm); a run is never replaced: a taken default name becomes NAME-2 …, "
+                        "a taken --name is refused")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a finished or interrupted run of the same name (never done otherwise)")
     parser.add_argument("--chunk-size", type=_number(int, 1), default=16, help="steps per generate call (checkpoint granularity)")
     parser.add_argument("--max-tokens", type=_number(int, 1), default=None, metavar="N",
                         help="new tokens per answer (default: the preset's or the engine's, else 1024)")
@@ -100,11 +105,18 @@ def _sampling(engine, args: argparse.Namespace) -> Sampling:
     return Sampling(**values)
 
 
-def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None) -> int:
-    """Replay; a run written to the lab's own runs folder goes into the store through `import_run`
-    (passed in by `lab.cli`: the store is a layer above the runs)."""
+def note(line: str) -> None:
+    """A run name that was taken, and the name the run got instead."""
+    print(f"note: {line}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str] | None = None,
+        stored_names: Callable[[Settings], TakenFn | None] | None = None) -> int:
+    """Replay; a run written to the lab's own runs folder goes into the store through `import_run`, and its
+    name is not one a run in the store was read from (`stored_names`; both passed in by `lab.cli`: the store
+    is a layer above the runs)."""
     from lab.engines import create_engine
-    from lab.runs.replay import ReplayConfig, replay
+    from lab.runs.replay import ReplayConfig, replay, run_file_name
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
 
@@ -113,9 +125,19 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     replay_set, steps = select_steps(args, settings)
     source = replay_set.path
     out_dir = Path(args.out) if args.out else settings.runs_dir
+    own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
+    taken = stored_names(settings) if stored_names is not None and own_folder else None
     failures = 0
+    name = args.name if len(args.engine) == 1 else None
     for spec in args.engine:
         engine = create_engine(spec)
+        try:  # a refused run name says so before a model loads for minutes
+            check_run_name(out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite,
+                           explicit=bool(name), taken=taken)
+        except LabError as exc:
+            print(f"error: {spec}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -137,7 +159,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
             max_model_len=args.max_model_len, sampling=_sampling(engine, args),
-            run_name=args.name if len(args.engine) == 1 else None,
+            run_name=name, name_given=bool(name), overwrite=args.overwrite, taken=taken, notify=note,
             replay_fingerprint=replay_set.fingerprint,
             selection=step_selection(args.mode, args.tasks, args.limit),
             samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
@@ -153,6 +175,10 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
 
         try:
             path = replay(engine, steps, config, progress=progress)
+        except RunNameTaken as exc:  # taken since the check above (another process claimed it meanwhile)
+            print(f"error: {spec}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
         finally:
             bar.close()
             engine.close()
@@ -163,7 +189,6 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
               f"(F1 {agg['avg_command_f1']:.4f}, valid JSON {agg['valid_json_pct']}%) -> {path}")
         if "pass_at_k" in agg:
             print(samples_line(agg))
-        own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
         if import_run is not None and own_folder:
             print(import_run(settings, path))
     return 1 if failures else 0

@@ -36,3 +36,34 @@ def import_new_run(settings: Settings, path: str | Path,
     finally:
         store.close()
     return f"imported into the results database as run {run_id}"
+
+
+def stored_run_names(store: Store) -> Callable[[Path], str | None]:
+    """A run-name check for lab.runs.claims: a result file path is taken when the store holds a run read from
+    it (its file may be gone: the store's row is then the run's only copy, and a new file there would replace
+    it on import). The paths are read once, now."""
+    from lab.store.importer import stored_path
+
+    rows = store.rows("SELECT path FROM runs UNION ALL SELECT path FROM reference_runs")
+    held = {str(r[0]) for r in rows}
+    results_dir = store.results_dir
+
+    def taken(path: Path) -> str | None:
+        return ("a run in the results database was read from it (its file is gone; the database holds the "
+                "only copy)") if stored_path(Path(path), results_dir) in held else None
+
+    return taken
+
+
+def store_run_names(settings: Settings) -> Callable[[Path], str | None] | None:
+    """stored_run_names of the store of `settings`, or None when it cannot be opened now."""
+    from lab.store.opening import open_store
+
+    try:
+        store = open_store(settings, sync=False)
+    except LabError:
+        return None
+    try:
+        return stored_run_names(store)
+    finally:
+        store.close()

@@ -62,7 +62,8 @@ def run_id_of(content: bytes) -> str:
     return hashlib.sha1(content).hexdigest()[:RUN_ID_CHARS]
 
 
-def _stored_path(path: Path, results_dir: Path | None) -> str:
+def stored_path(path: Path, results_dir: Path | None) -> str:
+    """How the store records a result file's path: relative to the results folder when under it."""
     p = path.resolve()
     if results_dir is not None:
         try:
@@ -118,12 +119,12 @@ def import_file(
     report = report if report is not None else ImportReport()
     p = Path(path)
     name = str(p)
-    stored_path = _stored_path(p, store.results_dir)
+    path_key = stored_path(p, store.results_dir)
     try:
         stat = p.stat()
         if not p.is_file():  # a FIFO or device would block or never end
             raise ResultFileError(f"{name}: not a regular file")
-        known = (_known if _known is not None else _known_files(store)).get(stored_path)
+        known = (_known if _known is not None else _known_files(store)).get(path_key)
         if known is not None and known[:2] == (stat.st_size, stat.st_mtime):
             report.skipped.append((name, f"unchanged (run {known[2]})"))
             return report
@@ -131,7 +132,7 @@ def import_file(
         run_id = run_id_of(content)
         same = store.query("SELECT path FROM runs WHERE run_id = $run_id", {"run_id": run_id})
         if len(same):
-            if same["path"][0] == stored_path:  # touched but identical: refresh size/mtime only
+            if same["path"][0] == path_key:  # touched but identical: refresh size/mtime only
                 store.execute(
                     "UPDATE runs SET file_size = $size, file_mtime = $mtime WHERE run_id = $run_id",
                     {"size": stat.st_size, "mtime": stat.st_mtime, "run_id": run_id},
@@ -143,7 +144,7 @@ def import_file(
 
             data = jsontext.loads(content)
             if is_reference_result(data):  # a score-reference file: its own tables, not a run
-                import_reference(store, data, run_id, path=stored_path, name=name, file_size=stat.st_size,
+                import_reference(store, data, run_id, path=path_key, name=name, file_size=stat.st_size,
                                  file_mtime=stat.st_mtime)
                 report.added.append(name)
                 return report
@@ -151,20 +152,20 @@ def import_file(
         result = _with_aggregate(result)
         short_to_repo, facts = _lookup if _lookup is not None else _lookups(store)
         row = run_row(
-            result, run_id, path=stored_path, file_size=stat.st_size, file_mtime=stat.st_mtime,
+            result, run_id, path=path_key, file_size=stat.st_size, file_mtime=stat.st_mtime,
             imported_at=datetime.now(timezone.utc).replace(tzinfo=None),
             short_to_repo=short_to_repo, facts_by_id=facts,
         )
-        row["source"] = source_of(stored_path)
+        row["source"] = source_of(path_key)
         row["equiv_state"] = PENDING  # equiv columns: filled after the commit (lab.store.equiv_fill)
         steps = steps_table(run_id, result["per_step"], name)
         sampled = sample_tables(run_id, result, name)
         run_df = pd.DataFrame([row])
         with store.transaction() as cur:
             # a changed file replaces the run it was imported as before
-            cur.execute("DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs WHERE path = ?)", [stored_path])
-            delete_samples(cur, stored_path)
-            cur.execute("DELETE FROM runs WHERE path = ?", [stored_path])
+            cur.execute("DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs WHERE path = ?)", [path_key])
+            delete_samples(cur, path_key)
+            cur.execute("DELETE FROM runs WHERE path = ?", [path_key])
             cur.register("new_run", run_df)
             cur.register("new_steps", steps)
             try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
-from lab.resultfiles.resultfile import write_result_file
+from lab.runs.claims import RunClaim, RunNameTaken, claim_run
 from lab.sweep import progress as states
 from lab.sweep.options import ANSWERS
 from lab.sweep.progress import JobProgress, ProgressFn
@@ -90,10 +90,21 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
             stop: threading.Event) -> None:
     """Drive one job to its result, re-placing its actor when it (or its node) dies; on `stop`, keep
     the checkpoint (every step received) for a later resume."""
-    from ray.exceptions import RayActorError, RayTaskError
-
     # two calls at once: `discard` (on a stop) runs beside a streaming `run`
     remote = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=2)(EngineWorker)
+    claimed: list[RunClaim | None] = [None]  # the job's file name, held from its first placement to its end
+    try:
+        _drive(ray, remote, job, out_dir, resume, report, audit, stop, claimed)
+    finally:
+        if claimed[0] is not None:
+            claimed[0].release()
+
+
+def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit: bool,
+           stop: threading.Event, claimed: list[RunClaim | None]) -> None:
+    """run_job's loop; `claimed[0]` holds the job's run name once its engine has named it."""
+    from ray.exceptions import RayActorError, RayTaskError
+
     while True:
         if stop.is_set():
             report(job, state=states.STOPPED)
@@ -110,10 +121,16 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
                 report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own "
                                   "name (name=… in its SPEC)", state=states.FAILED)
                 return
+            if claimed[0] is None:  # another process's run of that name is never replaced (lab.runs.claims)
+                try:
+                    claimed[0] = claim_run(out_dir, stem, resume=resume, explicit=job.run_name is not None)
+                except RunNameTaken as exc:
+                    report(job, error=f"{job.spec}: {exc}", state=states.FAILED)
+                    return
             job.missing = ray.get(actor.missing.remote([s.key for s in job.steps]))
-            checkpoint = Checkpoint(out_dir / f"{stem}.partial.jsonl")
-            header, entries = (checkpoint.read_entries() if (resume or job.replacements) and checkpoint.exists()
-                               else (None, []))
+            checkpoint = Checkpoint(claimed[0].checkpoint)
+            header, entries = (checkpoint.read_entries() if (claimed[0].resumed or job.replacements)
+                               and checkpoint.exists() else (None, []))
             report(job, done=len(entries), state=states.RUNNING)
             for ref in actor.run.options(num_returns="streaming").remote(job.steps, job.options, header, entries):
                 message = ray.get(ref)
@@ -127,8 +144,7 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
                 else:
                     job.result = message[1]
             checkpoint.sync()
-            job.path = out_dir / f"{stem}.json"
-            write_result_file(job.path, job.result)
+            job.path = claimed[0].write_final(job.result)
             checkpoint.remove()
             if audit:
                 job.events = ray.get(actor.opened_files.remote())
@@ -140,7 +156,6 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
                 report(job, state=states.STOPPED)
                 return
             job.replacements += 1
-            resume = True
             if job.replacements > MAX_REPLACEMENTS:
                 report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
                 return

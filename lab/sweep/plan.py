@@ -103,7 +103,7 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
 
 def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
     """Per engine: its file (shards merged into the unsharded run, written next to them), or its error."""
-    from lab.resultfiles.resultfile import write_result_file
+    from lab.runs.claims import claim_run
     from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
     from lab.sweep.shards import merge, merge_reference
 
@@ -126,8 +126,9 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
         else:
             threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
             merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
-        path = sweep.out_dir / f"{mine[0].path.name.rsplit('-shard', 1)[0]}.json"
-        write_result_file(path, merged)
+        # the shards' merged run: a finished run of that name is kept (this one gets NAME-2 …: lab.runs.claims)
+        with claim_run(sweep.out_dir, mine[0].path.name.rsplit('-shard', 1)[0]) as claim:
+            path = claim.write_final(merged)
         outcomes.append(Outcome(spec, path, merged["aggregate"], missing=missing))
     return outcomes
 

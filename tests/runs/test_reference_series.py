@@ -107,11 +107,12 @@ def test_training_moves_the_reference_likelihood_of_the_trained_steps_and_the_la
     store = open_store(tmp_path / "lab.duckdb", tmp_path / "results")
     try:
         frame = series_frame(store)
-        line = frame[frame["series"] == "tinyrun"].sort_values("x")
+        # the runs' default names tell the engine's kind (tinyrun-checkpoint-10-transformers …): so does the series
+        line = frame[frame["series"] == "tinyrun-transformers"].sort_values("x")
         assert list(line["x"]) == list(CHECKPOINTS), frame
         assert list(line["ref_nll"]) == pytest.approx([whole[u] for u in CHECKPOINTS], abs=1e-4)
         figure = series_figure(frame)
-        [drawn] = [t for t in figure.data if t.name == "tinyrun: reference NLL/token"]
+        [drawn] = [t for t in figure.data if t.name == "tinyrun-transformers: reference NLL/token"]
         assert drawn.yaxis == "y2" and list(drawn.x) == list(CHECKPOINTS)
         assert list(drawn.y) == pytest.approx([whole[u] for u in CHECKPOINTS], abs=1e-4)
         run_of = dict(zip(line["x"], line["run_id"]))

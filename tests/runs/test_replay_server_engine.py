@@ -64,7 +64,8 @@ def run_replay(replay: Path, out: Path, *specs: str) -> None:
 def test_replay_through_a_server_matches_in_process_transformers(short_replay, tiny_model_dir, tmp_path):
     with server_engine_spec(tiny_model_dir, tmp_path / "serve.log") as spec:
         run_replay(short_replay, tmp_path, spec, f"transformers:{tiny_model_dir}?device=cpu&batch_size=1&name=inproc")
-    server = json.loads((tmp_path / f"{tiny_model_dir.name}.json").read_text())
+    kind = spec.split(":", 1)[0]  # a default run name tells the engine's kind
+    server = json.loads((tmp_path / f"{tiny_model_dir.name}-{kind}.json").read_text())
     local = json.loads((tmp_path / "inproc.json").read_text())
     n = len(server["per_step"])
     assert n == len(local["per_step"]) >= 5

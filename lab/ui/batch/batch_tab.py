@@ -11,7 +11,9 @@ import gradio as gr
 
 from lab.data.step import Step
 from lab.errors import LabError
-from lab.runs.names import finished_run_file, new_run_name, safe_run_name
+from lab.runs.names import finished_run_file, safe_run_name
+from lab.runs.replay import ReplayConfig
+from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
 from lab.ui.shell.context import EngineEntry, LabContext
@@ -40,7 +42,7 @@ def run_batch(
     A finished run is never regenerated in place: its row says so, unless `new_run` asks for a fresh name.
     `what`: ANSWERS (a replay) or REFERENCE (`score-reference`: the reference answer's likelihood per
     step, results/runs/<name>.reference.json, no generation)."""
-    from lab.runs.replay import ReplayConfig, replay as replay_run
+    from lab.runs.replay import replay as replay_run
 
     entries = {e.name: e for e in ctx.engine_entries()}
     rows = [BatchRow(name, 0, len(steps)) for name in names]
@@ -91,10 +93,11 @@ def run_batch(
             row.path = str(finished)
             update()
             continue
-        if finished is not None:
-            stem = new_run_name(out_dir, stem, suffix)
-        config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume,
-                              run_name=stem,
+        notes: list[str] = []  # a name taken meanwhile (by another process): the run gets NAME-2 …
+        taken = stored_run_names(ctx.store) if ctx.store is not None else None
+        fresh = finished is not None  # 'start a new run': lab.runs.claims gives it the next free name
+        config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume and not fresh,
+                              run_name=stem, taken=taken, notify=notes.append,
                               chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
         row.state = "running"
         update()
@@ -106,7 +109,7 @@ def run_batch(
 
         try:
             if what == REFERENCE:
-                path = _score_reference(ctx, entry, steps, stem, resume, row, update, stop)
+                path = _score_reference(ctx, entry, steps, config, row, update, stop)
             else:
                 path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
         except InterruptedError:
@@ -124,19 +127,21 @@ def run_batch(
         row.path = str(path)
         try:
             row.run_id = ctx.import_run(path)
-            row.state = f"done · saved {path.name} · run {row.run_id}"
+            row.state = f"done · saved {path.name} · run {row.run_id}" + "".join(f" · {n}" for n in notes)
         except LabError as exc:
             row.state = f"done · {exc}"
         update()
     return rows
 
 
-def _score_reference(ctx: LabContext, entry: EngineEntry, steps: list[Step], stem: str, resume: bool, row: BatchRow,
-                     update: Callable[[], None], stop: threading.Event | None) -> Path:
-    """One engine's score-reference run (lab.runs.reference_run); its row's aggregate is the NLL so far."""
+def _score_reference(ctx: LabContext, entry: EngineEntry, steps: list[Step], replay_config: ReplayConfig,
+                     row: BatchRow, update: Callable[[], None], stop: threading.Event | None) -> Path:
+    """One engine's score-reference run (lab.runs.reference_run), named and resumed as the replay would be;
+    its row's aggregate is the NLL so far."""
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
 
-    config = ReferenceConfig(out_dir=Path(ctx.settings.runs_dir), run_name=stem, resume=resume,
+    config = ReferenceConfig(out_dir=Path(ctx.settings.runs_dir), run_name=replay_config.run_name,
+                             resume=replay_config.resume, taken=replay_config.taken, notify=replay_config.notify,
                              replay_fingerprint=ctx.replay.fingerprint, eval_path=str(ctx.replay.path))
 
     def progress(done: int, total: int) -> None:

@@ -13,7 +13,8 @@ from typing import Iterator, Sequence
 import gradio as gr
 
 from lab.errors import LabError
-from lab.runs.names import finished_run_file, new_run_name, safe_run_name
+from lab.runs.claims import next_free_stem
+from lab.runs.names import finished_run_file, safe_run_name
 from lab.sweep import progress as sweep_states
 from lab.sweep.options import ANSWERS as RUN_ANSWERS, REFERENCE as RUN_REFERENCE  # what the sweep runs
 from lab.sweep.plan import Cluster, Outcome, Sweep
@@ -100,7 +101,7 @@ def run_names(specs: list[str], out_dir: Path, wanted: str | None, fresh: bool,
         if done is not None and not fresh:
             finished[spec] = BatchRow(stem, 0, 0, state=f"already complete: {done.name} holds a finished run (kept); "
                                       "tick 'start a new run' to run it again under a new name", path=str(done), node="")
-        stems.append(new_run_name(out_dir, stem, suffix) if done is not None else stem)
+        stems.append(next_free_stem(out_dir, stem, suffix) if done is not None else stem)
     twice = sorted({s for s in stems if stems.count(s) > 1})
     if twice:
         raise LabError(f"several engines would write {', '.join(f'{s}{suffix}.json' for s in twice)}: give each its "

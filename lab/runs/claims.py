@@ -1,0 +1,204 @@
+"""Claiming a run's name in a runs folder, across processes: no run ever replaces another unasked.
+
+A name is taken when its result file or its checkpoint exists, when the caller's `taken` check says so (a run
+in the store), or when another process is writing it now. Every decision is made under a short folder lock
+(`.lab-runs.lock`), and a claimed run holds an exclusive `flock` on its checkpoint for as long as it runs, so
+two processes (a CLI replay and the lab's Batch tab, two Ray sweeps …) can never write one name at once.
+The result file is then written without replacing anything (unless `overwrite` was asked).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from contextlib import contextmanager
+
+from lab.errors import LabError
+from lab.resultfiles.resultfile import write_result_file
+
+FOLDER_LOCK = ".lab-runs.lock"
+PARTIAL = ".partial.jsonl"
+# taken(final_path) -> why the name is taken (e.g. "a run in the results database"), or None
+TakenFn = Callable[[Path], "str | None"]
+
+
+class RunNameTaken(LabError):
+    """The run name asked for is taken, and the caller did not ask to overwrite or resume it."""
+
+
+@contextmanager
+def folder_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the runs folder's lock while a name is chosen (a fraction of a second)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _try_lock(path: Path) -> int | None:
+    """An fd holding an exclusive lock on `path`, or None when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@dataclass
+class RunClaim:
+    """A run name held by this process: its result file, its checkpoint (locked while held) and what happened
+    to the name asked for (`note`: why another name was chosen, or None)."""
+
+    out_dir: Path
+    stem: str  # the file stem, suffix included (`NAME` or `NAME.reference`)
+    suffix: str = ""
+    resumed: bool = False  # the checkpoint holds an interrupted run of this name to continue
+    overwrite: bool = False
+    note: str | None = None
+    _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The run name (the stem without its suffix)."""
+        return self.stem[: len(self.stem) - len(self.suffix)] if self.suffix else self.stem
+
+    @property
+    def final(self) -> Path:
+        return self.out_dir / f"{self.stem}.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.out_dir / f"{self.stem}{PARTIAL}"
+
+    def write_final(self, result: dict) -> Path:
+        """Write the finished run. Without `overwrite` an existing file is never replaced: should one have
+        appeared meanwhile (a lab that does not claim names wrote it), the run goes to the next free name."""
+        if self.overwrite:
+            return write_result_file(self.final, result)
+        with folder_lock(self.out_dir):
+            path = self.final
+            if path.exists():
+                stem = next_free_stem(self.out_dir, self.name, self.suffix) + self.suffix
+                self.note = f"{path.name} appeared while the run was going; saved as {stem}.json instead"
+                path = self.out_dir / f"{stem}.json"
+            return write_result_file(path, result, replace=False)
+
+    def release(self) -> None:
+        """Let the name go. A checkpoint holding finished steps stays for a later --resume; one holding none
+        (the run failed before its first step) goes, so the name is free again."""
+        if self._fd is None:
+            return
+        with folder_lock(self.out_dir):
+            if _holds_no_step(self.checkpoint):
+                self.checkpoint.unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RunClaim":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _holds_no_step(checkpoint: Path) -> bool:
+    """True for a checkpoint with at most its header line (nothing to resume)."""
+    try:
+        with checkpoint.open("rb") as fh:
+            fh.readline()
+            return not fh.readline().strip()
+    except FileNotFoundError:
+        return False
+
+
+def _why_taken(out_dir: Path, stem: str, taken: TakenFn | None) -> str | None:
+    final, partial = out_dir / f"{stem}.json", out_dir / f"{stem}{PARTIAL}"
+    if partial.exists():
+        return f"{partial.name} holds an interrupted run"
+    if final.exists():
+        return f"{final.name} holds a finished run"
+    return taken(final) if taken is not None else None
+
+
+def next_free_stem(out_dir: Path, name: str, suffix: str = "", taken: TakenFn | None = None) -> str:
+    """`name-2`, `name-3` …: the first run name whose files (`NAME{suffix}.json`, its checkpoint) do not exist
+    and that `taken` does not claim."""
+    k = 2
+    while _why_taken(out_dir, f"{name}-{k}{suffix}", taken) is not None:
+        k += 1
+    return f"{name}-{k}"
+
+
+def claim_run(out_dir: str | os.PathLike, name: str, *, suffix: str = "", resume: bool = False,
+              overwrite: bool = False, explicit: bool = False, taken: TakenFn | None = None) -> RunClaim:
+    """Claim the run `name` (files `NAME{suffix}.json` and its checkpoint) in `out_dir` for this process.
+
+    - Free: it is claimed. Another process writing it now: a RunNameTaken naming that, whatever was asked.
+    - `resume` and an interrupted run of that name: claimed to continue it (`resumed`); `resume` and a name
+      taken otherwise (a finished run): refused, there is nothing to resume.
+    - `overwrite`: claimed to be replaced (its checkpoint, if any, is started over).
+    - Otherwise taken: an `explicit` name (the user's `--name`) is refused with a message naming --resume and
+      --overwrite; a name the lab made up moves to the next free `name-2`, `name-3` … (`note` says why).
+    """
+    out = Path(out_dir)
+    with folder_lock(out):
+        stem = name + suffix
+        checkpoint = out / f"{stem}{PARTIAL}"
+        if checkpoint.exists():
+            fd = _try_lock(checkpoint)
+            if fd is None:
+                if explicit or resume or overwrite:
+                    raise RunNameTaken(f"run '{name}': another process is writing {checkpoint.name} in {out} now; "
+                                       "wait for it to finish or pick another run name")
+                return _claim_new(out, name, suffix, taken, f"another process is writing {checkpoint.name} now")
+            if resume or overwrite:
+                return RunClaim(out, stem, suffix, resumed=resume and not overwrite, overwrite=overwrite, _fd=fd)
+            os.close(fd)
+        why = _why_taken(out, stem, taken)
+        if resume and why is not None and not overwrite:
+            raise RunNameTaken(f"run '{name}' has nothing to resume in {out} ({why}); drop --resume to run it "
+                               "again under a new name, or pass --overwrite to replace it")
+        if why is None or overwrite:
+            return RunClaim(out, stem, suffix, overwrite=overwrite, _fd=_lock_new(checkpoint))
+        if explicit:
+            hint = ("pass --resume to continue it, " if checkpoint.exists() else "") + \
+                   "pass --overwrite to replace it, or pick another --name"
+            raise RunNameTaken(f"run '{name}' is taken in {out} ({why}); {hint}")
+        return _claim_new(out, name, suffix, taken, why)
+
+
+def _lock_new(checkpoint: Path) -> int:
+    fd = _try_lock(checkpoint)
+    if fd is None:  # cannot happen under the folder lock unless a lab without claims writes it
+        raise RunNameTaken(f"another process is writing {checkpoint} now; pick another run name")
+    return fd
+
+
+def _claim_new(out: Path, name: str, suffix: str, taken: TakenFn | None, why: str) -> RunClaim:
+    """Claim the next free `name-k` (called under the folder lock)."""
+    new = next_free_stem(out, name, suffix, taken)
+    stem = new + suffix
+    claim = RunClaim(out, stem, suffix, _fd=_lock_new(out / f"{stem}{PARTIAL}"))
+    claim.note = f"run '{name}' is taken ({why}); this run is '{new}'"
+    return claim
+
+
+def check_run_name(out_dir: str | os.PathLike, name: str, **options) -> str | None:
+    """What claim_run would do now, without holding the name: raises its RunNameTaken, else returns its note
+    (the name the run would get instead), or None when the name is free. A folder that does not exist yet is
+    not made (no file can hold the name there)."""
+    if not Path(out_dir).is_dir():
+        taken = options.get("taken")
+        why = taken(Path(out_dir) / f"{name}{options.get('suffix', '')}.json") if taken is not None else None
+        if why is None:
+            return None
+    with claim_run(out_dir, name, **options) as claim:
+        return claim.note
