@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.helpers_servers import serve_lab  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
+from bench.record import Record  # noqa: E402
 from bench.stored_lab import stored_lab  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -47,6 +48,7 @@ def main() -> int:
     parser.add_argument("--replay", default=str(EXCERPT))
     parser.add_argument("--switches", type=int, default=26)
     args = parser.parse_args()
+    record = Record("bench_browser_switch", packages=("gradio", "playwright"))
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,6 +81,14 @@ def main() -> int:
     print(f"switches: {len(times)} · p50 {statistics.median(times):.0f} ms · p95 {p95:.0f} ms · max {times[-1]:.0f} ms")
     if sent:
         print(f"queue/data responses: {len(sent)} · median {statistics.median(sent) / 1024:.1f} KiB")
+    record.setting(columns="4 stored", switches=len(times), replay=Path(args.replay).name)
+    record.figure("key press (j) to the new step's columns painted, p50", statistics.median(times), "ms")
+    record.figure("key press (j) to the new step's columns painted, p95", p95, "ms")
+    record.figure("key press (j) to the new step's columns painted, max", times[-1], "ms")
+    if sent:
+        record.figure("server data per switch (queue/data responses)", statistics.median(sent) / 1024, "KiB",
+                      note="median")
+    record.write()
     return 0
 
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
+from bench.record import Record  # noqa: E402
 from lab.data.step import Step  # noqa: E402
 from lab.engines import Request, Sampling, create_engine  # noqa: E402
 from lab.engines.client.fields import request_fields  # noqa: E402
@@ -139,6 +140,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    record = Record("bench_engines", packages=("openai", "httpx", "transformers", "torch"))
+    record.setting(requests=args.requests, max_tokens=args.max_tokens)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_model(Path(tmp) / "tiny")
@@ -171,6 +174,14 @@ def main() -> None:
                                            "vllm serve, GPU"))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    for figures in results:
+        server = figures["server"]
+        record.figure(f"{server}: one request through the lab's client", figures["lab_ms"], "ms", note="median")
+        record.figure(f"{server}: the same request by plain httpx", figures["direct_ms"], "ms", note="median")
+        record.figure(f"{server}: lab / direct", figures["ratio"], "x",
+                      note=f"ratio of the medians; of the minimums {figures['ratio_min']:.3f}")
+        record.figure(f"{server}: TTFT as the lab measures it, p50", figures["ttft_p50_ms"], "ms")
+    record.write()
 
 
 if __name__ == "__main__":

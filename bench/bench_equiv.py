@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_store import import_costs, print_import_costs  # noqa: E402
+from bench.record import Record  # noqa: E402
 from bench.synthetic import make_results  # noqa: E402
 from lab.scoring import score_batch  # noqa: E402
 from lab.scoring.equiv import EquivContext  # noqa: E402
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--steps", type=int, default=303)
     args = ap.parse_args(argv)
+    record = Record("bench_equiv", argv=list(sys.argv[1:] if argv is None else argv))
+    record.setting(runs=args.runs, steps=args.steps)
 
     results = make_results(n_runs=args.runs, n_steps=args.steps)
     contexts = {f"{s['task_id']}/{s['step_idx']}": EquivContext("/app", "/root") for s in results[0]["per_step"]}
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, times in (("steps table (importer, before equiv)", t_table), ("equiv columns (rules + equiv F1)", t_equiv),
                         ("harness F1 rescoring (score_batch)", t_harness)):
         print(f"{name:<44}{times[0] * 1000:>10.0f}{statistics.median(times) * 1000:>11.0f}")
+        record.figure(f"per run: {name}", statistics.median(times) * 1000, "ms", note=f"median of {args.runs} runs")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "results").mkdir()
@@ -66,9 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         files.mkdir()
         for i, result in enumerate(results):
             (files / f"run{i:03d}.json").write_text(json.dumps(result), encoding="utf-8")
-        print_import_costs(import_costs(root, root / "results", files, rounds=1), args.runs)
+        print_import_costs(import_costs(root, root / "results", files, rounds=1), args.runs, record)
     print(f"total equiv time {sum(t_equiv):.2f} s; mean spelling gap {statistics.mean(gaps):.2f} points "
           f"(min {min(gaps):.2f}, max {max(gaps):.2f})")
+    record.figure("mean spelling gap (equiv_f1 - F1) of the synthetic runs", statistics.mean(gaps), "points")
+    record.check("equiv_f1 >= F1 on every step", True, "asserted per run above")
+    record.write()
     return 0
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import Record  # noqa: E402
 from tests.helpers_servers import free_port, stop_process, wait_http  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
@@ -176,6 +177,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--ready-timeout", type=float, default=900.0)
     args = parser.parse_args()
+    record = Record("bench_inproc_app", packages=("transformers", "torch", "gradio"))
 
     from lab.data.replay import load_replay
 
@@ -218,6 +220,15 @@ def main() -> None:
             print(f"  {name:<10} {med:7.2f} s   ratio to cli {med / cli:.2f} "
                   f"(per round: {', '.join(f'{r:.2f}' for r in ratios)}); all outputs, the reference NLL "
                   f"included: {statistics.median(totals[name]):.2f} s")
+        record.setting(model=Path(model).name if args.model else f"random Qwen2, hidden {args.hidden}, {args.layers} layers",
+                       step=step.key, max_tokens=args.max_tokens, rounds=args.rounds, beside=args.beside)
+        record.figure("python -m lab replay of the step (in-process transformers)", cli, "s",
+                      note=f"median of {args.rounds}")
+        for name in configs:
+            med = statistics.median(times[name])
+            record.figure(f"{name}: Generate until the column shows its answer", med, "s", note=f"median of {args.rounds}")
+            record.figure(f"{name} / the CLI", med / cli, "x", note="goal <= 1.2 alone")
+    record.write()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Each preset's architecture through the lab's `vllm:` engine against vLLM's own offline engine (issue 24).
+"""Each preset's architecture through the lab's `vllm:` engine against vLLM's own offline engine.
 
 Per architecture (a tiny random-weight checkpoint in the preset's real layout, built as the tests build
 it: tests/engines/helpers_presets.py), with the preset's settings (`?preset=KEY`) on both sides:
@@ -55,6 +55,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_args import engine_arguments  # noqa: E402
 from bench.vllm_cpu_setup import OfflineRounds, offline_command, vllm_exe  # noqa: E402
 from lab.data.replay import load_replay  # noqa: E402
@@ -216,6 +217,9 @@ def main() -> None:
     if unknown:
         sys.exit(f"--archs: unknown {', '.join(unknown)} (known: {', '.join(ARCHS)})")
     exe = vllm_exe("bench_presets_vllm")
+    record = Record("bench_presets_vllm", extra_versions={"vllm": vllm_version(exe)})
+    record.setting(archs=archs, steps=args.steps, max_tokens=args.max_tokens, rounds=args.rounds,
+                   start_rounds=args.start_rounds, stream_cost_rounds=args.stream_cost)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
         for arch in archs:
@@ -249,6 +253,20 @@ def main() -> None:
               f"| {spread([x['direct']['ttft_s'] / x['vllm_ttft_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds])} "
               f"| {spread([x['vllm_tokens_per_s'] / x['direct']['tokens_per_s'] for x in rounds])} | {r['memory_gib']:.2f} |")
+        name = f"{r['arch']} ({r['preset']}, {r['dtype']})"
+        record.figure(f"{name}: start to the first answer, lab / vLLM offline",
+                      statistics.median(x['lab']['first_answer_s'] / x['vllm']['first_answer_s'] for x in starts), "x",
+                      note=f"median of {len(starts)} start rounds")
+        record.figure(f"{name}: TTFT, lab / vLLM offline",
+                      statistics.median(x['lab']['ttft_s'] / x['vllm_ttft_s'] for x in rounds), "x",
+                      note=f"median of {len(rounds)} rounds")
+        record.figure(f"{name}: TTFT, plain httpx to the lab's server / vLLM offline",
+                      statistics.median(x['direct']['ttft_s'] / x['vllm_ttft_s'] for x in rounds), "x")
+        record.figure(f"{name}: time per generated token, lab / vLLM offline",
+                      statistics.median(x['vllm_tokens_per_s'] / x['lab']['tokens_per_s'] for x in rounds), "x")
+        record.figure(f"{name}: time per generated token, plain httpx / vLLM offline",
+                      statistics.median(x['vllm_tokens_per_s'] / x['direct']['tokens_per_s'] for x in rounds), "x")
+        record.figure(f"{name}: the server's resident memory", r["memory_gib"], "GiB")
     floors = [r for r in results if r["stream_cost"]]
     if floors:
         print("\nvLLM's own streaming, without HTTP and without the lab: its AsyncLLM streamed / LLM.generate, the same "
@@ -259,6 +277,10 @@ def main() -> None:
             cost = r["stream_cost"]["rounds"]
             print(f"| {r['arch']} | {len(cost)} | {spread([x['async_ttft_s'] / x['generate_ttft_s'] for x in cost])} "
                   f"| {spread([x['async_s'] / x['generate_s'] for x in cost])} |")
+            record.figure(f"{r['arch']}: vLLM's AsyncLLM streamed / LLM.generate, time per token",
+                          statistics.median(x['async_s'] / x['generate_s'] for x in cost), "x",
+                          note=f"median of {len(cost)} rounds, no HTTP, no lab")
+    record.write()
 
 if __name__ == "__main__":
     main()

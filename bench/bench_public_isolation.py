@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import Record  # noqa: E402
 from lab.settings import Settings  # noqa: E402
 from tests.helpers_servers import free_port  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
@@ -42,6 +43,8 @@ def main() -> int:
     parser.add_argument("--replay", default=str(EXCERPT))
     parser.add_argument("--greedy", type=int, default=60, help="stored engines the greedy visitor tries to add")
     args = parser.parse_args()
+    record = Record("bench_public_isolation", packages=("gradio", "gradio_client"))
+    record.setting(greedy=args.greedy, replay=Path(args.replay).name)
     from gradio_client import Client
 
     from lab.ui.app import build_app, create_context, launch_options
@@ -80,9 +83,15 @@ def main() -> int:
             print(f"bystander /show_step before: median {before[0]:.1f} ms, max {before[1] / 1024:.0f} KiB")
             print(f"bystander /show_step after:  median {after[0]:.1f} ms, max {after[1] / 1024:.0f} KiB")
             print(f"greedy visitor's own switch: median {mine[0]:.1f} ms, max {mine[1] / 1024:.0f} KiB")
+            record.figure(f"engines admitted of the {args.greedy} one visitor asked for", added, "engines")
+            record.figure("a bystander's /show_step before", before[0], "ms", note=f"median; max {before[1] / 1024:.0f} KiB")
+            record.figure("a bystander's /show_step after", after[0], "ms", note=f"median; max {after[1] / 1024:.0f} KiB")
+            record.figure("the greedy visitor's own /show_step", mine[0], "ms", note=f"median; max {mine[1] / 1024:.0f} KiB")
+            record.check("a bystander's payload unchanged by another visitor's engines", after[1] == before[1])
         finally:
             demo.close()
             ctx.pool.close_all()
+    record.write()
     return 0
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import Record  # noqa: E402
 from lab.data import load_replay  # noqa: E402
 from lab.data.conversations import step_record  # noqa: E402
 from lab.published.catalogue import load_catalogue, runs_of  # noqa: E402
@@ -126,10 +127,10 @@ def pending_equiv(db: Path) -> int | None:
         connector.close()
 
 
-def app_start(root: Path, base: str, runs: list, replay: Path, label: str, timeout: float = 600) -> float:
+def app_start(root: Path, base: str, runs: list, replay: Path, label: str, timeout: float = 600) -> tuple[float, float]:
     """Seconds from `python app.py` starting to it serving, on a Space-like setup (public mode) whose
     owner set LAB_PUBLISHED to `runs`; files come from `base`. Then how long its background equiv
-    fill takes. The folders under `root` are kept, so a second call is a restart with a warm cache."""
+    fill takes (both returned). The folders under `root` are kept, so a second call is a restart with a warm cache."""
     results = root / "results"
     if not results.exists():
         results.mkdir(parents=True)
@@ -156,7 +157,7 @@ def app_start(root: Path, base: str, runs: list, replay: Path, label: str, timeo
         print(f"app start ({label}), LAB_PUBLISHED of {len(runs)} runs: serving after {serving:.1f} s "
               f"(goal < 60 s); every run's equiv filled {filled:.1f} s after the start"
               f"{'' if n == 0 else ' (equiv state unknown)'}")
-        return serving
+        return serving, filled
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -180,6 +181,8 @@ def main() -> int:
     parser.add_argument("--only", choices=["start", "fetch"], default=None,
                         help="start: only the app start with LAB_PUBLISHED; fetch: everything but it")
     args = parser.parse_args()
+    record = Record("bench_published", packages=("gradio", "httpx"))
+    record.setting(files=args.files, columns=args.columns, only=args.only)
     from lab.published.fetch import fetch_and_import
     from lab.store.opening import open_store
     from lab.triage import SliceSpec, count_slice, refresh_step_flags, slice_steps
@@ -205,10 +208,14 @@ def main() -> int:
         print(f"{len(runs)} files, {statistics.mean(sizes) / 1e6:.2f} MB each on average, 303 steps each")
         if args.only != "fetch":
             space = root / "space"
-            app_start(space, base, runs, root / "replay.jsonl", "cold: empty cache and store")
-            app_start(space, base, runs, root / "replay.jsonl", "restart: files cached, store built")
+            for label in ("cold: empty cache and store", "restart: files cached, store built"):
+                serving, filled = app_start(space, base, runs, root / "replay.jsonl", label)
+                record.figure(f"public Space with LAB_PUBLISHED of {len(runs)} runs, {label}: start to serving", serving,
+                              "s", note="goal < 60 s")
+                record.figure(f"… {label}: start to every run's equiv filled", filled, "s")
             if args.only == "start":
                 server.shutdown()
+                record.write()
                 return 0
         results = root / "results"
         results.mkdir()
@@ -229,6 +236,9 @@ def main() -> int:
         print(f"fetch (loopback) + check + import, equiv filled at once (the CLI's `data published fetch`): "
               f"{total:.1f} s in all, {1000 * total / len(runs):.0f} ms per file")
         print(f"second run (nothing changes): {1000 * second:.0f} ms in all")
+        record.figure(f"fetch (loopback) + check + import of {len(runs)} files of "
+                      f"{statistics.mean(sizes) / 1e6:.2f} MB", 1000 * total / len(runs), "ms per file")
+        record.figure("a second fetch (nothing changes)", second, "s")
         t0 = time.perf_counter()
         refresh_step_flags(store)
         print(f"triage step flags for {len(runs)} × 303 steps: {time.perf_counter() - t0:.2f} s (once)")
@@ -242,6 +252,8 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
         print(f"triage slice over {len(ids)} runs (F1 ≤ 0.2, late bucket: {n} steps; count + first page of "
               f"{len(page)}): median {1000 * statistics.median(times):.1f} ms")
+        record.figure(f"Triage slice over {len(ids)} runs (F1 <= 0.2, late bucket; count + first page)",
+                      1000 * statistics.median(times), "ms", note="median of 10")
         store.close()
 
         from lab.ui.app import create_context
@@ -276,8 +288,13 @@ def main() -> int:
         print(f"Compare switch, {len(chosen)} published columns: before precompute median "
               f"{1000 * statistics.median(cold):.0f} ms (max {1000 * max(cold):.0f}); after: median "
               f"{1000 * statistics.median(warm):.1f} ms (max {1000 * max(warm):.1f}) over {len(keys)} steps")
+        record.figure(f"Compare step switch, {len(chosen)} published columns, after the background precompute",
+                      1000 * statistics.median(warm), "ms", note=f"median over {len(keys)} steps; max {1000 * max(warm):.0f} ms")
+        record.figure(f"Compare step switch, {len(chosen)} published columns, before it", 1000 * statistics.median(cold),
+                      "ms", note="median")
         ctx.pool.close_all()
         ctx.store.close()
+    record.write()
     return 0
 
 

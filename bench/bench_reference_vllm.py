@@ -34,6 +34,7 @@ from lab.engines import create_engine  # noqa: E402
 from lab.engines.reference_likelihood import tokenize_pair  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.reference_run import ReferenceConfig, score_reference_run  # noqa: E402
+from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
@@ -48,6 +49,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64, help="model width (head size stays 32)")
     args = parser.parse_args()
     exe = vllm_exe("bench_reference_vllm")
+    record = Record("bench_reference_vllm", extra_versions={"vllm": vllm_version(exe)})
     with tempfile.TemporaryDirectory(prefix="bench-reference-") as tmp:
         tmp_path = Path(tmp)
         model = tiny_vllm_model(tmp_path, args.hidden)
@@ -84,6 +86,16 @@ def main() -> None:
     print(f"vLLM offline prefill:   {', '.join(f'{t:.2f}' for t in offline['generate_s'])} s (median {vllm_med:.2f} s)")
     print(f"lab score-reference:    {', '.join(f'{t:.2f}' for t in lab_times)} s (median {lab_med:.2f} s)")
     print(f"ratio lab / vLLM: {lab_med / vllm_med:.3f}  ({(lab_med - vllm_med) / len(steps) * 1000:+.0f} ms per step)")
+    record.setting(steps=len(steps), tokens=tokens, repeat=args.repeat, model=f"tiny random Qwen2, hidden {args.hidden}",
+                   backend="vLLM's CPU build")
+    record.figure(f"vLLM's offline prefill with prompt_logprobs, {len(steps)} steps", vllm_med, "s",
+                  note=f"median of {args.repeat}")
+    record.figure("the lab's score-reference on a managed vllm serve, same token ids", lab_med, "s",
+                  note=f"median of {args.repeat}")
+    record.figure("lab / vLLM offline", lab_med / vllm_med, "x", note="server start excluded; goal 1.2")
+    record.check("the same reference log-probabilities on both (largest gap below 1e-4)", max(gaps) < 1e-4,
+                 f"{len(gaps):,} values, largest gap {max(gaps):.1e}")
+    record.write()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import Record  # noqa: E402
 from lab.data import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--chunk-size", type=int, default=16)
     args = parser.parse_args()
+    record = Record("bench_replay_overhead")
 
     steps = load_replay(args.replay, mode="corrected").steps
     engine = create_engine("reference")
@@ -44,6 +46,11 @@ def main() -> None:
     print(f"lab overhead per step: median {statistics.median(per_step_ms):.2f} ms, "
           f"min {min(per_step_ms):.2f} ms, max {max(per_step_ms):.2f} ms "
           "(render + parse + score + fsync'd checkpoint + result file)")
+    record.setting(replay=Path(args.replay).name, steps=len(steps), repeat=args.repeat, chunk_size=args.chunk_size)
+    record.figure("the lab's own work per replayed step, reference engine", statistics.median(per_step_ms), "ms",
+                  note=f"median of {args.repeat} full replays (min {min(per_step_ms):.2f}, max {max(per_step_ms):.2f}): "
+                       "render, parse, score, fsync'd checkpoint, result file")
+    record.write()
 
 
 if __name__ == "__main__":

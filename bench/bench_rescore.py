@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import Record  # noqa: E402
 from bench.synthetic import make_results  # noqa: E402
 from lab.runs.rescore import rescore_many  # noqa: E402
 from lab.scoring.metrics import score_units  # noqa: E402
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scorer", default="corrected", choices=("corrected", "legacy"))
     args = parser.parse_args(argv)
+    record = Record("bench_rescore", argv=list(sys.argv[1:] if argv is None else argv))
+    record.setting(runs=args.runs, steps=args.steps, repeat=args.repeat, scorer=args.scorer)
 
     t0 = time.perf_counter()
     results = make_results(args.runs, args.steps, seed=args.seed)
@@ -73,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"check: straightforward score_units on {len(jobs)} distinct steps took {check_s:.1f}s "
           f"on {multiprocessing.cpu_count()} processes")
     print(f"identical numbers on every step: {mismatches == 0} ({mismatches} mismatches)")
+    record.figure(f"rescore_many over {args.runs} runs x {args.steps} steps ({pairs:,} unit pairs)", best, "s",
+                  note=f"best of {args.repeat}, tokenization caches cleared before each pass")
+    record.figure("steps rescored per second", round(len(rows) / best), "steps/s")
+    record.check("identical numbers to per-step score_units on every step", mismatches == 0,
+                 f"{mismatches} mismatches over {len(jobs)} distinct steps")
+    record.write()
     return 0 if mismatches == 0 else 1
 
 

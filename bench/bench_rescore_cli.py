@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     sys.path.insert(0, str(ROOT))
+    from bench.record import Record
     from bench.synthetic import make_results
+
+    record = Record("bench_rescore_cli", argv=list(sys.argv[1:] if argv is None else argv))
+    record.setting(steps=args.steps, rounds=args.rounds)
 
     with tempfile.TemporaryDirectory(prefix="bench-rescore-cli-") as tmp:
         src, lab_out, plain_out = (Path(tmp) / n for n in ("run.json", "lab.json", "plain.json"))
@@ -71,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"straightforward score_units: median {plain_m:.2f}s (all: {', '.join(f'{t:.2f}' for t in plain_s)})")
     print(f"ratio {plain_m / lab_m:.1f}x  (min-based {min(plain_s) / min(lab_s):.1f}x)")
     print(f"identical numbers on every step: {same}")
+    record.figure(f"python -m lab rescore, one {args.steps:,}-step file, fresh process", lab_m, "s",
+                  note=f"median of {args.rounds} alternated rounds")
+    record.figure("straightforward score_units step by step, fresh process", plain_m, "s",
+                  note=f"median of {args.rounds} alternated rounds")
+    record.figure("speed-up of the lab's command", plain_m / lab_m, "x", note="ratio of the medians")
+    record.check("identical numbers on every step", same)
+    record.write()
     return 0 if same else 1
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import Record  # noqa: E402
 from bench.synthetic import _per_step_rows, _result, _score_rows, make_references  # noqa: E402
 from lab.runs.rescore import rescore_result  # noqa: E402
 from lab.runs.sample_scores import rescore_samples  # noqa: E402
@@ -55,6 +56,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
+    record = Record("bench_samples")
+    record.setting(runs=args.runs, steps=args.steps, samples=args.samples, repeat=args.repeat)
     refs = make_references(args.steps, 0)
     t0 = time.perf_counter()
     runs = [sampled_run(i, refs, args.samples) for i in range(args.runs)]
@@ -85,6 +88,11 @@ def main() -> None:
           f"{rescore_ms:.0f} ms |\n| build the DuckDB store from the files | {import_s:.2f} s |")
     for name, ms in timings.items():
         print(f"| {name} | {ms:.1f} ms |")
+    record.figure(f"rescore one sampled file ({args.steps * args.samples} samples)", rescore_ms, "ms")
+    record.figure(f"build the DuckDB store from {args.runs} sampled files ({n_samples:,} sample rows)", import_s, "s")
+    for name, ms in timings.items():
+        record.figure(name, ms, "ms", note=f"median of {args.repeat}")
+    record.write()
 
 
 if __name__ == "__main__":

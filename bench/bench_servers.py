@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import Record  # noqa: E402
 from lab.engines.servers import CRASHED, ManagedServer  # noqa: E402
 from lab.engines.servers.transformers_serve import transformers_executable, transformers_serve_argv  # noqa: E402
 
@@ -71,12 +72,21 @@ def main() -> None:
     args = parser.parse_args()
     if not args.model and not args.tiny:
         parser.error("give --model PATH or --tiny")
+    record = Record("bench_servers", packages=("transformers", "torch"))
+    record.setting(model="tiny random Qwen2" if args.tiny and not args.model else Path(args.model).name,
+                   device=args.device, repeat=args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(tiny_model(Path(tmp) / "tiny"))
         runs = [once(model, args.device, Path(tmp) / "logs") for _ in range(args.repeat)]
     print(f"transformers serve {model} on {args.device}, {args.repeat} runs (median, seconds):")
     for key in runs[0]:
         print(f"  {key:16s} {statistics.median(r[key] for r in runs):8.3f}")
+    labels = {"ready_s": "start to answering /health", "crash_noticed_s": "a SIGKILLed server noticed (state crashed)",
+              "restart_s": "restart to answering again", "stop_s": "stop (TERM to its process group) to gone"}
+    for key, label in labels.items():
+        record.figure(f"managed transformers serve: {label}", statistics.median(r[key] for r in runs), "s",
+                      note=f"median of {args.repeat}")
+    record.write()
 
 
 if __name__ == "__main__":

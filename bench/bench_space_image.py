@@ -1,4 +1,4 @@
-"""The Space image, measured (issue 29): podman builds the Dockerfile on the stand-in base
+"""The Space image, measured: podman builds the Dockerfile on the stand-in base
 (../shared/space-image/make_base.sh) with the replay baked in and published runs fetched, both from a
 loopback server (the excerpt stands in for the public file), as tests/public/test_space_image.py does.
 
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import Record  # noqa: E402
 from tests.space_image import TAG, build_image, build_server, image_id, image_size, podman, space_container  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -81,24 +82,30 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def builds() -> None:
-    """Build this checkout (as the test does), then a copy with lab/ changed; print the times and the size."""
+def builds(record: Record) -> None:
+    """Build this checkout (as the test does), then a copy with lab/ changed; print (and record) times and size."""
     with tempfile.TemporaryDirectory(prefix="bench-space-") as tmp, build_server() as base:
         build = build_image(base, Path(tmp) / "build.log")
         print(f"build of this checkout: {build.seconds:.1f} s")
         print(f"image size: {image_size() / 1e9:.2f} GB ({image_size()} bytes)")
+        record.figure("build of this checkout", build.seconds, "s")
+        record.figure("the image", image_size() / 1e9, "GB")
         context = checkout_copy(Path(tmp) / "context")
         changed = build_image(base, Path(tmp) / "changed.log", tag=CHANGED_TAG, context=context)
         reused = "yes" if step_cached(changed.log, "RUN pip install") else "NO"
         print(f"rebuild after a change to lab/ only: {changed.seconds:.1f} s ({changed.log.count('Using cache')} "
               f"steps from the cache; the requirements' layer from the cache: {reused})")
+        record.figure("rebuild after a change to lab/ only", changed.seconds, "s")
+        record.check("the requirements' layer comes from the cache on a rebuild", reused == "yes")
         subprocess.run([*podman(), "rmi", image_id(CHANGED_TAG) or CHANGED_TAG], capture_output=True)
 
 
 def main() -> int:
     args = parse_args()
+    record = Record("bench_space_image")
+    record.setting(starts=args.starts, build=not args.no_build)
     if not args.no_build:
-        builds()
+        builds(record)
     starts, loads = [], []
     for i in range(args.starts):
         with space_container() as container:
@@ -110,6 +117,9 @@ def main() -> int:
     print(f"start to serving: median {statistics.median(starts):.1f} s (min {min(starts):.1f}, max {max(starts):.1f}, "
           f"{len(starts)} starts)")
     print(f"first page load in Chromium (navigation to the first step painted): {loads[0]:.2f} s")
+    record.figure("container start to serving", statistics.median(starts), "s", note=f"median of {len(starts)} starts")
+    record.figure("first page load in Chromium (navigation to the first step painted)", loads[0], "s")
+    record.write()
     return 0
 
 

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_servers import tiny_model  # noqa: E402
+from bench.record import Record  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
@@ -42,16 +43,18 @@ def lab(args: list[str], env: dict) -> float:
     return time.perf_counter() - t0
 
 
-def overhead(cluster, specs: list[str], steps: int, tmp: Path, env: dict, label: str) -> None:
+def overhead(cluster, specs: list[str], steps: int, tmp: Path, env: dict, label: str, record: Record) -> None:
     common = ["--replay", str(EXCERPT), "--limit", str(steps), *[a for s in specs for a in ("--engine", s)]]
     replay = lab(["replay", *common, "--out", str(tmp / f"replay-{label}")], env)
     sweep = lab(["sweep", *common, "--ray", cluster.address, "--out", str(tmp / f"sweep-{label}")], env)
     n = steps * len(specs)
     print(f"{label}: replay one after another {replay:.2f} s, sweep {sweep:.2f} s, "
           f"difference {sweep - replay:+.2f} s, {1000 * (sweep - replay) / n:+.0f} ms per step ({n} steps)")
+    record.figure(f"{label}: python -m lab replay, one after another ({n} steps)", replay, "s")
+    record.figure(f"{label}: python -m lab sweep on the cluster ({n} steps)", sweep, "s")
 
 
-def node_loss(cluster, spec: str, tmp: Path, env: dict) -> None:
+def node_loss(cluster, spec: str, tmp: Path, env: dict, record: Record) -> None:
     workers = [n for n in cluster.list_all_nodes() if not n.head]
     for extra in workers[1:]:  # one worker node: the engine's; the victim
         cluster.remove_node(extra)
@@ -72,7 +75,10 @@ def node_loss(cluster, spec: str, tmp: Path, env: dict) -> None:
         cluster.remove_node(victim)
         while rows() == before:
             time.sleep(0.02)
-        print(f"node loss: next step received {time.perf_counter() - t0:.2f} s after the node was removed")
+        lost = time.perf_counter() - t0
+        print(f"node loss: next step received {lost:.2f} s after the node was removed")
+        record.figure("a node removed to the next step received from the engine re-placed elsewhere", lost, "s",
+                      note="its server's start on the new node included")
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
@@ -84,6 +90,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
+    record = Record("bench_sweep", packages=("ray", "transformers", "torch"))
+    record.setting(steps=args.steps, cluster="a head and 2 nodes of 2 CPUs on this machine")
     from ray.cluster_utils import Cluster
 
     with tempfile.TemporaryDirectory() as name:
@@ -100,12 +108,14 @@ def main() -> None:
                 cluster.add_node(**NODE)
             cluster.wait_for_nodes()
             overhead(cluster, ["reference", f"stored:{tmp / 'seed' / 'reference.json'}?name=st"], args.steps, tmp, env,
-                     "prompt-free engines")
+                     "prompt-free engines", record)
             served = f"transformers-serve:{model}?device=cpu&max_tokens=6"
-            overhead(cluster, [f"{served}&name=a", f"{served}&name=b"], args.steps, tmp, env, "two served tiny engines")
-            node_loss(cluster, f"transformers-serve:{model}?device=cpu&max_tokens=24&name=ts", tmp, env)
+            overhead(cluster, [f"{served}&name=a", f"{served}&name=b"], args.steps, tmp, env,
+                     "two served tiny engines", record)
+            node_loss(cluster, f"transformers-serve:{model}?device=cpu&max_tokens=24&name=ts", tmp, env, record)
         finally:
             cluster.shutdown()
+    record.write()
 
 
 if __name__ == "__main__":

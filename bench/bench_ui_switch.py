@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.paths import EXCERPT  # noqa: E402
 from tests.helpers_servers import free_port  # noqa: E402
+from bench.record import Record  # noqa: E402
 from bench.stored_lab import stored_lab  # noqa: E402
 
 
@@ -38,6 +39,7 @@ def main() -> int:
     parser.add_argument("--replay", default=str(EXCERPT))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    record = Record("bench_ui_switch", packages=("gradio", "plotly"))
     from lab.ui.app import build_app, launch_options
     from lab.ui.compare.compare_tab import step_outputs
 
@@ -65,6 +67,13 @@ def main() -> int:
             print(f"server switch time, cached:      median {1000 * statistics.median(warm):.1f} ms, "
                   f"max {1000 * max(warm):.1f} ms")
         print(f"payload per switch: median {statistics.median(sizes) / 1024:.0f} KiB, max {max(sizes) / 1024:.0f} KiB")
+        record.setting(engines="4 stored", steps=len(keys), replay=Path(args.replay).name, rounds=args.rounds)
+        record.figure("server time per step switch, first visit after the background precompute",
+                      1000 * statistics.median(cold), "ms", note=f"median; max {1000 * max(cold):.1f} ms")
+        if warm:
+            record.figure("server time per step switch, cached", 1000 * statistics.median(warm), "ms",
+                          note=f"median; max {1000 * max(warm):.1f} ms")
+        record.figure("payload per switch", max(sizes) / 1024, "KiB", note="max")
 
         demo = build_app(ctx)
         port = free_port()
@@ -82,8 +91,11 @@ def main() -> int:
                 http_sizes.append(len(json.dumps(result, default=str).encode()))
             print(f"HTTP round trip (gradio_client, /show_step): median {1000 * statistics.median(times):.1f} ms, "
                   f"max {1000 * max(times):.1f} ms; JSON received max {max(http_sizes) / 1024:.0f} KiB")
+            record.figure("HTTP round trip of /show_step (gradio_client)", 1000 * statistics.median(times), "ms",
+                          note=f"median; max {1000 * max(times):.1f} ms")
         finally:
             demo.close()
+    record.write()
     return 0
 
 

@@ -32,6 +32,7 @@ from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
 from lab.runs.pipeline import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
+from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--extra", default="", help="more SPEC options for the lab's engine, e.g. '&stream_interval=1'")
     args = parser.parse_args()
     exe = vllm_exe("bench_vllm_overhead")
+    record = Record("bench_vllm_overhead", extra_versions={"vllm": vllm_version(exe)})
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as tmp:
         tmp_path = Path(tmp)
         model = tiny_vllm_model(tmp_path, args.hidden)
@@ -83,6 +85,12 @@ def main() -> None:
     print(f"vLLM offline generate: {', '.join(f'{t:.2f}' for t in offline['generate_s'])} s (median {vllm_med:.2f} s)")
     print(f"lab replay (vllm:):     {', '.join(f'{t:.2f}' for t in lab_times)} s (median {lab_med:.2f} s)")
     print(f"ratio lab / vLLM: {lab_med / vllm_med:.3f}  ({(lab_med - vllm_med) / len(steps) * 1000:+.0f} ms per step)")
+    record.setting(steps=len(steps), prompt_tokens=tokens, max_tokens=args.max_tokens, repeat=args.repeat,
+                   model=f"tiny random Qwen2, hidden {args.hidden}", backend="vLLM's CPU build")
+    record.figure(f"vLLM's offline LLM.generate of {len(steps)} prompts", vllm_med, "s", note=f"median of {args.repeat}")
+    record.figure("the lab's replay on a managed vllm serve, same prompts", lab_med, "s", note=f"median of {args.repeat}")
+    record.figure("lab / vLLM offline", lab_med / vllm_med, "x", note="server start excluded")
+    record.write()
 
 
 if __name__ == "__main__":
