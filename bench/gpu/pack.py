@@ -1,4 +1,5 @@
-"""Make the GPU proof's payload in .gpu/ (git-ignored), two pieces under the device tool's 64 MiB a call.
+"""Make the GPU proof's payload for a GPU machine without network, in .gpu/ (git-ignored): two pieces of at most
+64 MiB each together with the working tree, for machines that take files in pieces of that size.
 
     python bench/gpu/pack.py            # needs the package index; about 2 minutes on 2 cores
 
@@ -7,10 +8,12 @@
   .gpu/b   vLLM's main kernels (xz), the models (bench/gpu/models.py), the 303-step replay
            (bench/scale_replay.py --distinct, xz), bench/gpu/run.sh
 
-Then, with the device tool, one call each, back to back (the machine stays warm 30 s):
-  run(command="bash .gpu/a/setup.sh", carry=[".gpu/a"])
-  run(command="bash .gpu/b/run.sh [bench/gpu/proof.py options]", carry=[".gpu/b"], timeout_s=540)
-(the first call starts the machine; the second must come within its 30 s of warmth, or setup.sh runs again)
+Then copy this checkout with .gpu/a and .gpu/b to the GPU machine and, in the checkout there, run
+
+    bash .gpu/a/setup.sh                                   # installs vLLM into /root/site
+    bash .gpu/b/run.sh [bench/gpu/proof.py options]        # the proof; its figures and logs land in $OUT
+
+(docs/gpu.md: the same proof on a GPU machine with network, without this payload).
 """
 from __future__ import annotations
 
@@ -117,7 +120,7 @@ def main() -> None:
         size = sum(p.stat().st_size for p in piece.rglob("*") if p.is_file()) + tracked
         print(f"{piece.relative_to(ROOT)}: {size / 2**20:.1f} MiB with the working tree (limit 64)")
         if size > LIMIT:
-            sys.exit(f"{piece}: over the device tool's 64 MiB a call")
+            sys.exit(f"{piece}: over 64 MiB with the working tree; carry less")
 
 
 if __name__ == "__main__":

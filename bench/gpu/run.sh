@@ -1,6 +1,8 @@
 #!/bin/bash
 # GPU proof, call 2 (bench/gpu/pack.py): vLLM's main kernels, the models and the replay; then bench/gpu/proof.py
-# with this script's arguments. INNER: the proof's own time limit (s).
+# with this script's arguments. INNER: the proof's own time limit (s). OUT: where gpu_proof.json, nvidia-smi's
+# report and the server logs are copied (default /root/gpu/out).
+OUT=${OUT:-/root/gpu/out}; mkdir -p "$OUT"
 SITE=/root/site; export PYTHONPATH=$SITE VLLM_USE_FLASHINFER_SAMPLER=0  # flashinfer is not carried: top-k/top-p sampling falls back to torch
 python3 -c "import lzma,shutil;shutil.copyfileobj(lzma.open('.gpu/b/_C_stable_libtorch.abi3.so.xz'),open('$SITE/vllm/_C_stable_libtorch.abi3.so','wb'))"
 rm -rf /root/gpu/models && cp -r .gpu/b/models /root/gpu/models

