@@ -18,7 +18,8 @@ def port_number(text: str) -> int:
     return int(text)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """`python app.py`'s arguments (docs/reference/cli.md is generated from this parser)."""
     parser = argparse.ArgumentParser(prog="python app.py", description="TB2-lite comparison lab (web UI)")
     parser.add_argument("--port", type=port_number, default=os.environ.get("PORT") or "7860",
                         help="port (default 7860 or $PORT)")
@@ -31,7 +32,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "transformers-serve:…, openai:…")
     parser.add_argument("--ray", metavar="ADDRESS", help="Ray cluster the Batch tab submits sweeps to "
                         "(HEAD:6379, ray://HEAD:10001; default: $LAB_RAY_ADDRESS)")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""What-if edits (issue 11): edit a step's context, re-run it on engines, keep the answers apart
+"""What-if edits: edit a step's context, re-run it on engines, keep the answers apart
 from every run's score."""
 from lab.whatif.apply import apply_edit, apply_whatif, field_spans, field_text
 from lab.whatif.diff import diff_html, unified_diff

@@ -1,0 +1,49 @@
+"""bench/record.py writes a benchmark's figures with the machine they were measured on, and the benchmarks
+page (scripts/docs_gen.py) is built from such files: a rerun changes the page without anyone editing it."""
+from __future__ import annotations
+
+import json
+
+from bench.record import Record, machine
+from scripts.docs_gen import benchmarks, expand
+
+
+def test_a_record_holds_figures_checks_and_the_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_BENCH_RESULTS", str(tmp_path))
+    record = Record("bench_rescore", packages=("duckdb",), argv=["--runs", "3"])
+    record.setting(runs=3)
+    record.figure("rescore_many over 3 runs", 0.123456789, "s", note="best of 1")
+    record.figure("steps", 909, "steps")
+    record.check("identical numbers", True)
+    path = record.write()
+    assert path == tmp_path / "bench_rescore.json"
+    data = json.loads(path.read_text())
+    assert data["command"] == "python bench/bench_rescore.py --runs 3"
+    assert data["figures"][0] == {"label": "rescore_many over 3 runs", "value": 0.1235, "unit": "s", "note": "best of 1"}
+    assert data["figures"][1]["value"] == 909 and data["checks"] == [{"label": "identical numbers", "passed": True}]
+    box = data["machine"]
+    assert box["cores"] >= 1 and box["packages"]["duckdb"] and len(box["load_average_before"]) == 3
+    assert "python" in box and box["memory_gib"] > 0
+
+
+def test_the_benchmarks_page_follows_the_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_BENCH_RESULTS", str(tmp_path))
+    assert "No figures recorded yet: `python bench/bench_rescore.py" in benchmarks(tmp_path)
+    record = Record("bench_rescore", argv=[])
+    record.figure("rescore_many over 100 runs x 303 steps", 1.5, "s")
+    record.write()
+    page = benchmarks(tmp_path)
+    assert "rescore_many over 100 runs x 303 steps | 1.5 s" in page
+    assert f"{machine()['cores']} cores" in page
+    record.figures[0]["value"] = 2.25  # a rerun
+    record.write()
+    assert "| 2.25 s" in benchmarks(tmp_path)
+
+
+def test_an_unknown_generated_part_is_refused():
+    try:
+        expand("<!-- generated: no-such-part -->")
+    except ValueError as exc:
+        assert "no-such-part" in str(exc) and "benchmarks" in str(exc)
+    else:
+        raise AssertionError("an unknown marker was left in the page")
