@@ -88,7 +88,10 @@ def _with_width(build: Callable[[], str]) -> str:
     try:
         return build()
     finally:
-        os.environ.pop("COLUMNS") if before is None else os.environ.__setitem__("COLUMNS", before)
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
 
 
 def app_cli() -> str:
