@@ -47,3 +47,14 @@ def test_an_unknown_generated_part_is_refused():
         assert "no-such-part" in str(exc) and "benchmarks" in str(exc)
     else:
         raise AssertionError("an unknown marker was left in the page")
+
+
+def test_a_hostile_label_stays_text(tmp_path, monkeypatch):
+    """A figure's label or note is data: markup, table pipes and code fences in it are shown, never run."""
+    monkeypatch.setenv("LAB_BENCH_RESULTS", str(tmp_path))
+    record = Record("bench_rescore", argv=[])
+    record.figure("<script>alert(1)</script> | ```{", 1.0, "s", note="*bold* `code`")
+    record.write()
+    row = next(line for line in benchmarks(tmp_path).splitlines() if "alert" in line)
+    assert "<script>" not in row and "&lt;script&gt;" in row and "\\|" in row
+    assert "`" not in row and "*" not in row
