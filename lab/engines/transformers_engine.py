@@ -12,6 +12,12 @@ the end of the step that produced its last kept token; tok/s follows from its ow
 On CPU, torch's intra-op threads follow `lab.engines.cpu_share`: every thread torch started with while
 this engine generates alone, an equal share while other local CPU engines generate too (checked at
 each decoding step, in the generating thread). `threads_used` lists the counts of the last generate.
+
+`adopt(model, tokenizer)` instead of `load()`: generate with a model already in memory (a training
+run's, lab.training), neither copied nor moved. Each generate and score_reference then lends it through
+`lab.engines.borrowed_model.BorrowedModel` (eval mode while lent; its modes, gradients, RNG states,
+thread count and device placement put back afterwards) and runs under `torch.no_grad` rather than
+`inference_mode`, so no inference tensor is left in a module the training goes on using.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from contextlib import nullcontext
 
 from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
+from lab.engines.borrowed_model import BorrowedModel
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.context import model_context_length, overlong_error
 from lab.engines.model_facts import config_facts
@@ -162,6 +169,7 @@ class TransformersEngine(EngineBase):
         self.max_model_len: int | None = self.asked_max_model_len
         self.context_source: str | None = "max_model_len option" if asked is not None else None
         self.model = None
+        self.borrowed = False  # the model is another program's (adopt): lent per call, never released
         self._cancel = threading.Event()  # set by cancel(): the batch being decoded stops at its next token
         self.threads_used: list[int] = []  # torch intra-op threads of the last generate on CPU, each change
 
@@ -197,6 +205,23 @@ class TransformersEngine(EngineBase):
             except Exception as exc:  # noqa: BLE001 - e.g. CUDA out of memory
                 raise EngineLoadError(f"cannot move '{self.model_id}' to {device}: {exc}") from None
         model.eval()
+        self._take(model, tokenizer, device, dtype)
+        self.load_time_sec = time.perf_counter() - start
+
+    def adopt(self, model, tokenizer) -> None:
+        """Generate with `model`, already in memory, instead of loading one (module docstring); `tokenizer`
+        is copied, so the left padding set for generation never reaches its owner's."""
+        import copy
+
+        first = next(model.parameters(), None)
+        device = str(first.device) if first is not None else "cpu"
+        dtype = str(getattr(model, "dtype", None) or (first.dtype if first is not None else "float32"))
+        self.borrowed = True
+        self._take(model, copy.deepcopy(tokenizer), device, dtype.removeprefix("torch."))
+        self.load_time_sec = 0.0
+
+    def _take(self, model, tokenizer, device: str, dtype: str) -> None:
+        """Make `model` and `tokenizer` this engine's: left padding and a pad token for batches, the context."""
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             if tokenizer.eos_token is not None:
@@ -208,8 +233,17 @@ class TransformersEngine(EngineBase):
             found = model_context_length(getattr(model, "config", None), tokenizer)
             self.max_model_len, self.context_source = found if found else (None, None)
         self.device, self.dtype = device, dtype
-        self.load_time_sec = time.perf_counter() - start
         self.loaded = True
+
+    def _lent(self):
+        """While a call uses the model: BorrowedModel around an adopted one, nothing around the engine's own."""
+        return BorrowedModel(self.model) if self.borrowed else nullcontext()
+
+    def _no_grad(self):
+        """`inference_mode` for the engine's own model, `no_grad` for an adopted one (module docstring)."""
+        import torch
+
+        return torch.no_grad() if self.borrowed else torch.inference_mode()
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -284,7 +318,7 @@ class TransformersEngine(EngineBase):
             torch.manual_seed(int(sampling.seed))
         start = time.perf_counter()
         try:
-            with torch.inference_mode():
+            with self._no_grad():
                 out = self.model.generate(
                     **enc,
                     generation_config=config,
@@ -330,7 +364,8 @@ class TransformersEngine(EngineBase):
         if self.model is None:
             raise EngineLoadError(f"engine '{self.name}' is not loaded: call load() first")
         results: list = [None] * len(requests)
-        with self._lock, self._progress.running(), (cpu_share.generating(self) if self.uses_local_cpu() else nullcontext()):
+        with self._lock, self._progress.running(), (cpu_share.generating(self) if self.uses_local_cpu() else nullcontext()), \
+                self._lent():
             self._cancel.clear()
             self.threads_used = []
             todo = self.admit(requests, sampling, results, on_done)
@@ -364,7 +399,7 @@ class TransformersEngine(EngineBase):
             return ReferenceScore([], prompt_tokens=n_prompt, error=f"prompt + reference is {n_prompt + n_ref} "
                                   f"tokens, past the context of {self.max_model_len}")
         ids = torch.tensor([pair.prompt_ids + pair.ref_ids], device=self.device)
-        with self._lock, torch.inference_mode():
+        with self._lock, self._lent(), self._no_grad():
             try:
                 logits = self.model(input_ids=ids, logits_to_keep=n_ref + 1).logits
             except TypeError:  # a model without logits_to_keep: every position's logits
