@@ -6,7 +6,8 @@ checkpointed like a replay (`<name>.reference.partial.jsonl`, one row per finish
 `resume`, and is written as `<name>.reference.json`:
 
     {"kind": "tb2lite-reference-likelihood", "format_version": 1, "engine_spec", "model_path",
-     "lora_path", "model_short", "contract", "replay_sha256", "timestamp", "aggregate", "per_step"}
+     "lora_path", "model_short", "contract", "replay_sha256", "timestamp", "aggregate", "per_step",
+     …ReferenceConfig.extra (e.g. a training run's `training` block)}
 
 `aggregate`: steps scored, reference tokens, `ref_nll_per_token` (total NLL / total tokens) and
 `mean_step_nll_per_token`. Each per-step row: task_id, step_idx, bucket, source_group, ref_tokens,
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +51,7 @@ class ReferenceConfig:
     name_given: bool = False
     taken: TakenFn | None = None
     notify: Callable[[str], None] | None = None
+    extra: dict = field(default_factory=dict)  # more top-level fields of the file (a training run's step …)
 
 
 def is_reference_file(result: object) -> bool:
@@ -160,6 +162,7 @@ def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, c
         "lab_version": __version__,
         "aggregate": aggregate(rows),
         "per_step": rows,
+        **config.extra,
     }
     path = claim.write_final(json.loads(json.dumps(result)))
     if path != claim.final and config.notify is not None:
