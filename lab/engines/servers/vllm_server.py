@@ -11,13 +11,16 @@ tensor-parallel engine takes a list, one GPU per rank (`gpu=0,1`), and is charge
 On a machine without a GPU vLLM runs its CPU backend: the budget is then RAM for each server's
 KV cache (`kv_cache_gb`, `--kv-cache-memory-bytes`). `api_key` (or $VLLM_API_KEY) makes the
 server require the key and the lab's client send it; it goes to the server through its
-environment, never on its command line or into a result file.
+environment, never on its command line or into a result file. `runtime_lora=true` lets the running
+server take other adapters of the same base (`swap_adapter`, lab.engines.servers.lora_runtime): a
+training run's checkpoints are served one after another without a restart.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 from lab.engines.common import EngineConfig, model_lora_name
@@ -26,6 +29,7 @@ from lab.engines.presets import ENGINE_KEYS, load_engine_defaults
 from lab.engines.servers.config import server_settings
 from lab.engines.servers.flags import option_flags, setting_flags
 from lab.engines.servers.gpu_memory import gpu_count
+from lab.engines.servers.lora_runtime import load_adapter, unload_adapter
 from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
@@ -166,6 +170,7 @@ class VLLMServerEngine(ManagedEngine):
         "kv_cache_gb": "CPU backend only: GiB of RAM for this server's KV cache (default: a share of cpu_kv_cache_budget_gb)",
         "gpu": "GPU index, or one per tensor-parallel rank (gpu=0,1)",
         "ignore_eos": "generate max_tokens every time (benchmarks; default false)",
+        "runtime_lora": "let the running server load other LoRA adapters of its base (swap_adapter; default false)",
     }
 
     def __init__(self, config: EngineConfig) -> None:
@@ -184,9 +189,11 @@ class VLLMServerEngine(ManagedEngine):
         self.served_name = (preset.key if preset and not config.preset_on_target else short_name(model)) or "model"
         self.lora_name = short_name(lora) if lora else None
         self.adapter: tuple[str, str, int] | None = None
+        self.adapters_served: list[str] = []  # adapter names loaded into the running server at run time
         self.model_source = model
         self.api_key = self.options.pop("api_key", None) or os.environ.get("VLLM_API_KEY") or None
         self.ignore_eos = as_bool(self.options.pop("ignore_eos", False), "ignore_eos")
+        self.runtime_lora = as_bool(self.options.pop("runtime_lora", False), "runtime_lora")
         self.gpus = self._gpu_list()
         self.on_cpu = vllm_device(bool(self.gpus)) == "cpu"
         kv = self.options.pop("kv_cache_gb", None)
@@ -283,7 +290,38 @@ class VLLMServerEngine(ManagedEngine):
             env["VLLM_CPU_KVCACHE_SPACE"] = None  # unset: it would override --kv-cache-memory-bytes
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
+        if self.runtime_lora:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         return env
+
+    def swap_adapter(self, lora: str, spec: str | None = None) -> None:
+        """Serve the LoRA adapter `lora` (a folder) instead of the current one, in the running server: it is
+        loaded under its own name, the previous one unloaded and the client pointed at the new one. Needs a
+        server started with an adapter and `runtime_lora=true`, and an adapter whose rank fits the server's
+        `--max-lora-rank`; `spec` becomes the engine's SPEC (what result files record)."""
+        if self.server is None or self.adapter is None or not self.runtime_lora:
+            raise EngineLoadError(f"{self.name}: swap_adapter needs a running server started with a LoRA adapter "
+                                  "and runtime_lora=true")
+        folder = local_adapter(lora)
+        rank = adapter_rank(folder)
+        max_rank = int(self.settings.get("max_lora_rank") or lora_rank_setting(self.adapter[2]))
+        if rank > max_rank:
+            raise EngineLoadError(f"LoRA adapter {lora} has rank {rank}, past the running server's --max-lora-rank "
+                                  f"{max_rank}: start the server with max_lora_rank={lora_rank_setting(rank)}")
+        name = short_name(lora)
+        old = self.adapter[0]
+        if name == old:  # the same name for another folder: the server keeps one adapter per name
+            name = f"{name}-{len(self.adapters_served) + 1}"
+        load_adapter(self.server.base_url, name, folder, self.api_key)
+        if old != name:
+            unload_adapter(self.server.base_url, old, self.api_key)
+        self.adapters_served.append(name)
+        self.lora, self.lora_name, self.adapter = lora, name, (name, folder, rank)
+        if spec:
+            self.spec = spec
+        tokenizer: Future = Future()
+        tokenizer.set_result(self.tokenizer)  # the base's tokenizer: the same for every adapter
+        self._connect(tokenizer)
 
     def client_options(self) -> dict[str, str]:
         options = {"api_key": self.api_key} if self.api_key else {}
