@@ -1,0 +1,98 @@
+"""One checkpoint's evaluation: replay, optionally score the reference, import into the store, sum it up.
+
+Everything here is the lab's own machinery (lab.runs.replay, lab.runs.reference_run, lab.store.autoimport);
+this module only strings it together for one checkpoint, under a time budget, and turns whatever goes
+wrong into one line, so the training that called it goes on.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lab import jsontext
+from lab.data.step import Step
+from lab.engines.base import Engine
+from lab.errors import LabError
+from lab.runs.checkpoint import Checkpoint
+from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
+from lab.runs.reference_run import ReferenceConfig, score_reference_run
+from lab.runs.replay import ReplayConfig, replay
+from lab.training.budget import Deadline
+from lab.training.metrics import checkpoint_metrics
+
+logger = logging.getLogger("lab.training")
+LINE_MAX = 400
+
+
+@dataclass
+class RunPlan:
+    """Where and under which name one checkpoint's files go, and what they record."""
+
+    out_dir: Path
+    stem: str
+    eval_path: str
+    replay_fingerprint: str
+    selection: dict
+    extra: dict = field(default_factory=dict)
+    reference: bool = False
+    budget_s: float | None = None
+
+
+@dataclass
+class Outcome:
+    """What one evaluation gave: its numbers, its files, and the line saying why it failed (None: it did not)."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    result_path: Path | None = None
+    reference_path: Path | None = None
+    error: str | None = None
+    store_line: str | None = None
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: a LabError's message, else its type and first line."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    line = text if isinstance(exc, LabError) else f"{type(exc).__name__}: {text}".rstrip(": ")
+    return line[:LINE_MAX]
+
+
+def _stopped_line(plan: RunPlan, engine: Engine, suffix: str, total: int) -> str:
+    """Why a run stopped at its budget, what is kept and how to finish it."""
+    partial = plan.out_dir / f"{plan.stem}{suffix}.partial.jsonl"
+    done = len(Checkpoint(partial).read()[1])
+    command = "replay" if not suffix else "score-reference"
+    return (f"ran past its {plan.budget_s:g} s budget after {done} of {total} steps; they are kept in {partial} "
+            f"(finish with: python -m lab {command} --resume --name {plan.stem} --engine '{engine.spec}' "
+            f"--replay {plan.eval_path} --out {plan.out_dir})")
+
+
+def evaluate_checkpoint(engine: Engine, steps: list[Step], plan: RunPlan,
+                        import_file: Callable[[Path], str] | None = None) -> Outcome:
+    """Replay `steps` on a loaded `engine` into `plan.out_dir/plan.stem.json` (and the reference file), import
+    them with `import_file` when given; never raises for a failure of the evaluation itself."""
+    outcome = Outcome()
+    with Deadline(plan.budget_s) as deadline:
+        try:
+            config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
+                                  replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
+                                  extra=plan.extra)
+            outcome.result_path = replay(engine, steps, config, stop=deadline.stop)
+            if plan.reference:
+                ref = ReferenceConfig(out_dir=plan.out_dir, run_name=plan.stem, replay_fingerprint=plan.replay_fingerprint,
+                                      selection=plan.selection, eval_path=plan.eval_path, extra=plan.extra)
+                outcome.reference_path = score_reference_run(engine, steps, ref, stop=deadline.stop)
+        except Exception as exc:  # noqa: BLE001 - any failure of the evaluation is a line; training goes on
+            if deadline.expired:
+                suffix = REFERENCE_SUFFIX if outcome.result_path is not None else ""
+                outcome.error = _stopped_line(plan, engine, suffix, len(steps))
+            else:
+                outcome.error = one_line(exc)
+    files = [p for p in (outcome.result_path, outcome.reference_path) if p is not None]
+    aggregates = [jsontext.loads(p.read_bytes()).get("aggregate") for p in files]
+    outcome.metrics = checkpoint_metrics(aggregates[0] if files else None,
+                                         aggregates[1] if len(files) > 1 else None)
+    if import_file is not None and files:
+        outcome.store_line = "; ".join(import_file(p) for p in files)
+    return outcome

@@ -1,0 +1,72 @@
+"""Names of a training run's result files: `SERIES-checkpoint-STEP.json` (+ `.reference.json`), never an existing one.
+
+SERIES is the callback's `name`, else the trainer's `run_name`, else the output folder's name, made
+path-safe as any run name. A fresh training run (global step 0 at its start) whose SERIES already names
+checkpoint files in the results folder (an earlier run with the same output folder) takes `SERIES-2`,
+`SERIES-3` … so two runs never mix into one series; a run resumed from a checkpoint keeps its SERIES and
+continues it. A checkpoint file that exists all the same (a step evaluated twice) gets the next free
+`-N`, as `python -m lab replay` names a run whose name is taken: nothing stored is ever replaced.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
+from lab.runs.replay import run_file_name, run_name_max
+from lab.training.options import training_defaults
+
+STEP_ROOM = 24  # characters kept free for `-checkpoint-STEP` and a `-N` after it
+
+
+def infix() -> str:
+    return str(training_defaults()["checkpoint_infix"])
+
+
+def clean_series(wanted: str) -> str:
+    """`wanted` made path-safe as a run name; a LabError when it leaves no room for `-checkpoint-STEP`."""
+    from lab.errors import LabError
+
+    stem = run_file_name(SimpleNamespace(kind="training", name=None), wanted)
+    if len(stem) > run_name_max() - STEP_ROOM:
+        raise LabError(f"name '{wanted[:40]}…' has {len(stem)} characters; give at most {run_name_max() - STEP_ROOM} "
+                       "(the result files are NAME-checkpoint-STEP.json)")
+    return stem
+
+
+def default_series(output_dir: str, run_name: str | None) -> str:
+    """The trainer's run name when it was given one, else its output folder's name."""
+    if run_name and Path(str(run_name)).resolve() != Path(str(output_dir)).resolve():
+        return str(run_name)
+    return Path(str(output_dir)).resolve().name or "training"
+
+
+def series_taken(out_dir: Path, series: str) -> bool:
+    """Whether checkpoint files (finished or partial) of `series` exist in `out_dir`."""
+    prefix = f"{series}{infix()}"
+    return any(p.name[len(prefix):][:1].isdigit() for p in Path(out_dir).glob(f"{prefix}*"))
+
+
+def fresh_series(out_dir: Path, series: str) -> str:
+    """`series`, or `series-2`, `series-3` … : the first without checkpoint files in `out_dir`."""
+    if not series_taken(out_dir, series):
+        return series
+    k = 2
+    while series_taken(out_dir, f"{series}-{k}"):
+        k += 1
+    return f"{series}-{k}"
+
+
+def _free(out_dir: Path, stem: str) -> bool:
+    """No result file, reference file or checkpoint of either is named `stem` in `out_dir`."""
+    return not any((out_dir / f"{stem}{suffix}{ext}").exists()
+                   for suffix in ("", REFERENCE_SUFFIX) for ext in (".json", ".partial.jsonl"))
+
+
+def checkpoint_stem(out_dir: Path, series: str, step: int) -> str:
+    """`SERIES-checkpoint-STEP`, or its first free `-N` (module docstring)."""
+    stem = f"{series}{infix()}{int(step)}"
+    k, name = 2, stem
+    while not _free(Path(out_dir), name):
+        name, k = f"{stem}-{k}", k + 1
+    return name

@@ -1,0 +1,128 @@
+"""lab.training without a trainer: options checked at construction, file names, metrics, budgets, ranks."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from lab.errors import LabError
+from lab.training.budget import Deadline
+from lab.training.distributed import capped_budget
+from lab.training.metrics import checkpoint_metrics, timing_metrics
+from lab.training.naming import checkpoint_stem, clean_series, default_series, fresh_series
+from lab.training.options import EvalOptions, engine_spec
+from tests.paths import EXCERPT
+
+pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"engine": "llama"}, "engine='llama': use one of transformers, vllm"),
+    ({"limit": 0}, "limit=0"),
+    ({"every_steps": 0}, "every_steps=0"),
+    ({"every_steps": 5, "engine": "vllm"}, "every_steps evaluates the model in memory"),
+    ({"max_tokens": 0}, "max_tokens=0"),
+    ({"time_budget_s": -1}, "time_budget_s=-1"),
+    ({"time_budget_s": True}, "time_budget_s=True"),
+    ({"engine_options": {"device": "cuda"}}, "engine_options ['device']"),
+    ({"engine_options": {"batch_size": "2&lora=/x"}}, "may not hold '&'"),
+    ({"name": " "}, "name=''"),
+])
+def test_bad_options_are_one_line_each(kwargs, says):
+    with pytest.raises(LabError, match=None) as info:
+        EvalOptions(**kwargs)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_callback_checks_everything_before_training(tmp_path, monkeypatch):
+    """Unknown preset, an option the engine does not take, a missing replay, an empty selection, a name too
+    long: each is a LabError at the line that makes the callback."""
+    from lab.training import TB2LiteCallback
+
+    monkeypatch.setenv("LAB_RESULTS", str(tmp_path / "results"))
+    cases = [
+        ({"preset": "no-such-preset"}, "unknown preset 'no-such-preset'"),
+        ({"engine_options": {"batch_size": "many"}}, "option 'batch_size' must be an integer"),
+        ({"engine_options": {"flavour": "x"}}, "unknown option(s) ['flavour']"),
+        ({"tasks": ["no-such-task"]}, "no steps selected"),
+        ({"name": "n" * 200}, "give at most"),
+    ]
+    for kwargs, says in cases:
+        with pytest.raises(LabError) as info:
+            TB2LiteCallback(str(EXCERPT), **kwargs)
+        assert says in str(info.value), (kwargs, str(info.value))
+    with pytest.raises(LabError, match="no-such.jsonl"):
+        TB2LiteCallback(str(tmp_path / "no-such.jsonl"))
+    callback = TB2LiteCallback(str(EXCERPT), tasks=["task-001"], limit=2, preset="qwen35-2b-sft", max_tokens=16)
+    assert [s.key for s in callback.steps] == ["task-001/0", "task-001/1"]
+    assert callback.selection == {"mode": "corrected", "tasks": ["task-001"], "limit": 2}
+    assert callback.options.results == tmp_path / "results" / "runs"
+    assert callback.options.spec_options() == {"preset": "qwen35-2b-sft", "max_tokens": "16"}
+
+
+def test_engine_spec_is_what_replay_takes():
+    assert engine_spec("transformers", "/o/checkpoint-2", {"device": "cpu", "max_tokens": "8"}) == \
+        "transformers:/o/checkpoint-2?device=cpu&max_tokens=8"
+    assert engine_spec("vllm", "/o/checkpoint-2", {}) == "vllm:/o/checkpoint-2"
+
+
+def test_store_import_follows_the_results_folder(tmp_path):
+    from lab.settings import Settings
+
+    settings = Settings(results_dir=tmp_path / "results")
+    assert EvalOptions(results=tmp_path / "results" / "runs").imports_into_store(settings)
+    assert EvalOptions(results=tmp_path / "results" / "training").imports_into_store(settings)
+    assert not EvalOptions(results=tmp_path / "elsewhere").imports_into_store(settings)
+    assert EvalOptions(results=tmp_path / "elsewhere", store=True).imports_into_store(settings)
+    assert not EvalOptions(results=tmp_path / "results" / "runs", store=False).imports_into_store(settings)
+
+
+def test_series_names_never_mix_two_training_runs(tmp_path):
+    out = tmp_path / "runs"
+    out.mkdir()
+    assert default_series("/x/sft-out", None) == "sft-out"
+    assert default_series("/x/sft-out", "/x/sft-out") == "sft-out"
+    assert default_series("/x/sft-out", "lr 3e-5 / run") == "lr 3e-5 / run"
+    assert clean_series("lr 3e-5 / run") == "lr-3e-5-run"
+    assert fresh_series(out, "sft") == "sft"
+    (out / "sft-checkpoint-100.json").write_text("{}")
+    (out / "sft-2-checkpoint-5.partial.jsonl").write_text("")
+    (out / "sft-3-checkpointless.json").write_text("{}")  # not a checkpoint file of series sft-3
+    assert fresh_series(out, "sft") == "sft-3"
+    assert checkpoint_stem(out, "sft", 100) == "sft-checkpoint-100-2"
+    (out / "sft-checkpoint-100-2.reference.json").write_text("{}")
+    assert checkpoint_stem(out, "sft", 100) == "sft-checkpoint-100-3"
+    assert checkpoint_stem(out, "sft", 200) == "sft-checkpoint-200"
+
+
+def test_metrics_come_from_the_aggregates():
+    replay = {"avg_command_f1": 0.39516, "first_cmd_exact_pct": 31.4, "valid_json_pct": 82.2}
+    assert checkpoint_metrics(replay, {"ref_nll_per_token": 0.75}) == {
+        "tb2lite/score": 39.52, "tb2lite/first_cmd_exact": 31.4, "tb2lite/valid_json": 82.2,
+        "tb2lite/ref_nll_per_token": 0.75}
+    assert checkpoint_metrics(replay, None) == {"tb2lite/score": 39.52, "tb2lite/first_cmd_exact": 31.4,
+                                                "tb2lite/valid_json": 82.2}
+    assert checkpoint_metrics(None, {"ref_nll_per_token": None}) == {}
+    assert timing_metrics(12.34567, True) == {"tb2lite/eval_seconds": 12.346, "tb2lite/eval_failed": 1.0}
+
+
+def test_budget_on_several_processes_stays_under_the_process_groups_timeout():
+    one = SimpleNamespace(world_size=1, ddp_timeout=1800)
+    two = SimpleNamespace(world_size=2, ddp_timeout=1800)
+    assert capped_budget(None, one) == (None, None)
+    assert capped_budget(5000.0, one) == (5000.0, None)
+    budget, note = capped_budget(None, two)
+    assert budget == 1680.0 and "ddp_timeout is 1800 s" in note
+    assert capped_budget(60.0, two) == (60.0, None)
+    assert capped_budget(None, SimpleNamespace(world_size=2, ddp_timeout=100))[0] == 50.0
+
+
+def test_a_deadline_sets_its_stop_event_once_spent():
+    with Deadline(0.05) as deadline:
+        assert not deadline.expired
+        time.sleep(0.2)
+        assert deadline.expired and deadline.elapsed() >= 0.2
+    with Deadline(None) as deadline:
+        time.sleep(0.05)
+    assert not deadline.expired
