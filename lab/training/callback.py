@@ -65,6 +65,7 @@ class TB2LiteCallback(TrainerCallback):
             clean_series(name)
         self.tokenizer = tokenizer
         self.trainer = trainer
+        self._given_trainer = trainer is not None
         self.series: str | None = None
         self.budget_s = self.options.time_budget_s
         self.disabled: str | None = None  # why this run cannot be evaluated (said once)
@@ -73,14 +74,15 @@ class TB2LiteCallback(TrainerCallback):
 
     def attach(self, trainer) -> "TB2LiteCallback":
         """`trainer.add_callback(self)`, logging through `trainer`; returns self."""
-        self.trainer = trainer
+        self.trainer, self._given_trainer = trainer, True
         trainer.add_callback(self)
         return self
 
     # --- the trainer's events ------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.trainer is None:
+        if not self._given_trainer:  # (again at each train(): one callback may serve several trainers)
             self.trainer = calling_trainer()
+        self.outcomes = {}
         if not state.is_world_process_zero:
             return
         wanted = clean_series(self.options.name or default_series(args.output_dir, getattr(args, "run_name", None)))

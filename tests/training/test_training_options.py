@@ -126,3 +126,16 @@ def test_a_deadline_sets_its_stop_event_once_spent():
     with Deadline(None) as deadline:
         time.sleep(0.05)
     assert not deadline.expired
+
+
+def test_without_a_trainer_the_numbers_still_go_into_the_state():
+    """A training loop of one's own that calls the callbacks: no Trainer on the stack, the state's log gets them."""
+    from transformers import TrainerControl, TrainerState
+
+    from lab.training.trainer_log import calling_trainer, log_metrics
+
+    state = TrainerState()
+    state.global_step = 7
+    assert calling_trainer() is None
+    log_metrics(None, state, TrainerControl(), {"tb2lite/score": 12.5})
+    assert state.log_history == [{"tb2lite/score": 12.5, "step": 7}]
