@@ -161,10 +161,19 @@ class TB2LiteCallback(TrainerCallback):
             "world_size": world_size(args),
             "trainer": type(self.trainer).__name__ if self.trainer is not None else None,
         }
-        return RunPlan(out_dir=out_dir, stem=checkpoint_stem(out_dir, self.series, state.global_step),
+        taken = self._stored_names()
+        return RunPlan(out_dir=out_dir, stem=checkpoint_stem(out_dir, self.series, state.global_step, taken),
                        eval_path=str(self.replay_set.path), replay_fingerprint=self.replay_set.fingerprint,
                        selection=self.selection, extra={"training": training}, reference=self.options.reference,
-                       budget_s=self.budget_s)
+                       budget_s=self.budget_s, taken=taken)
+
+    def _stored_names(self):
+        """The store's check of run names (a run whose file is gone), when the files go into the store."""
+        if not self.options.imports_into_store(self.settings):
+            return None
+        from lab.store.autoimport import store_run_names
+
+        return store_run_names(self.settings)
 
     def _importer(self) -> Callable[[Path], str] | None:
         """Import into the lab's store as `python -m lab replay` does (triage flags included), when wanted."""

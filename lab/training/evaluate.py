@@ -16,6 +16,7 @@ from lab.data.step import Step
 from lab.engines.base import Engine
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
+from lab.runs.claims import TakenFn
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.runs.reference_run import ReferenceConfig, score_reference_run
 from lab.runs.replay import ReplayConfig, replay
@@ -38,6 +39,7 @@ class RunPlan:
     extra: dict = field(default_factory=dict)
     reference: bool = False
     budget_s: float | None = None
+    taken: TakenFn | None = None  # the store's say on run names (lab.runs.claims)
 
 
 @dataclass
@@ -62,9 +64,12 @@ def _stopped_line(plan: RunPlan, engine: Engine, suffix: str, total: int) -> str
     """Why a run stopped at its budget, what is kept and how to finish it."""
     partial = plan.out_dir / f"{plan.stem}{suffix}.partial.jsonl"
     done = len(Checkpoint(partial).read()[1])
-    command = "replay" if not suffix else "score-reference"
-    return (f"ran past its {plan.budget_s:g} s budget after {done} of {total} steps; they are kept in {partial} "
-            f"(finish with: python -m lab {command} --resume --name {plan.stem} --engine '{engine.spec}' "
+    what = "its reference scoring" if suffix else "its replay"
+    if not done:  # (a run stopped before its first step keeps no checkpoint: lab.runs.claims)
+        return f"ran past its {plan.budget_s:g} s budget before {what} finished a step (of {total})"
+    command = "score-reference" if suffix else "replay"
+    return (f"ran past its {plan.budget_s:g} s budget after {done} of {total} steps of {what}; they are kept in "
+            f"{partial} (finish with: python -m lab {command} --resume --name {plan.stem} --engine '{engine.spec}' "
             f"--replay {plan.eval_path} --out {plan.out_dir})")
 
 
@@ -75,13 +80,15 @@ def evaluate_checkpoint(engine: Engine, steps: list[Step], plan: RunPlan,
     outcome = Outcome()
     with Deadline(plan.budget_s) as deadline:
         try:
+            # the name is claimed as given (checked free just before: lab.training.naming), never replaced
             config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
                                   replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
-                                  extra=plan.extra)
+                                  extra=plan.extra, name_given=True, taken=plan.taken)
             outcome.result_path = replay(engine, steps, config, stop=deadline.stop)
             if plan.reference:
                 ref = ReferenceConfig(out_dir=plan.out_dir, run_name=plan.stem, replay_fingerprint=plan.replay_fingerprint,
-                                      selection=plan.selection, eval_path=plan.eval_path, extra=plan.extra)
+                                      selection=plan.selection, eval_path=plan.eval_path, extra=plan.extra,
+                                      name_given=True, taken=plan.taken)
                 outcome.reference_path = score_reference_run(engine, steps, ref, stop=deadline.stop)
         except Exception as exc:  # noqa: BLE001 - any failure of the evaluation is a line; training goes on
             if deadline.expired:

@@ -4,14 +4,16 @@ SERIES is the callback's `name`, else the trainer's `run_name`, else the output 
 path-safe as any run name. A fresh training run (global step 0 at its start) whose SERIES already names
 checkpoint files in the results folder (an earlier run with the same output folder) takes `SERIES-2`,
 `SERIES-3` … so two runs never mix into one series; a run resumed from a checkpoint keeps its SERIES and
-continues it. A checkpoint file that exists all the same (a step evaluated twice) gets the next free
-`-N`, as `python -m lab replay` names a run whose name is taken: nothing stored is ever replaced.
+continues it. Whether a checkpoint's own name is free is lab.runs.claims' answer (a result or reference
+file, an interrupted run, a run in the store whose file is gone, another process writing it now); a taken
+one gets the next free `-N`, and the replay then claims exactly that name: nothing stored is ever replaced.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
+from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.runs.replay import run_file_name, run_name_max
 from lab.training.options import training_defaults
@@ -57,16 +59,20 @@ def fresh_series(out_dir: Path, series: str) -> str:
     return f"{series}-{k}"
 
 
-def _free(out_dir: Path, stem: str) -> bool:
-    """No result file, reference file or checkpoint of either is named `stem` in `out_dir`."""
-    return not any((out_dir / f"{stem}{suffix}{ext}").exists()
-                   for suffix in ("", REFERENCE_SUFFIX) for ext in (".json", ".partial.jsonl"))
+def _name_free(out_dir: Path, name: str, taken: TakenFn | None) -> bool:
+    """Neither the run `name` nor its reference run is taken (lab.runs.claims decides)."""
+    try:
+        for suffix in ("", REFERENCE_SUFFIX):
+            check_run_name(out_dir, name, suffix=suffix, explicit=True, taken=taken)
+    except RunNameTaken:
+        return False
+    return True
 
 
-def checkpoint_stem(out_dir: Path, series: str, step: int) -> str:
-    """`SERIES-checkpoint-STEP`, or its first free `-N` (module docstring)."""
+def checkpoint_stem(out_dir: Path, series: str, step: int, taken: TakenFn | None = None) -> str:
+    """`SERIES-checkpoint-STEP`, or its first free `-N` (module docstring); `taken`: the store's check."""
     stem = f"{series}{infix()}{int(step)}"
     k, name = 2, stem
-    while not _free(Path(out_dir), name):
+    while not _name_free(Path(out_dir), name, taken):
         name, k = f"{stem}-{k}", k + 1
     return name

@@ -94,6 +94,18 @@ def test_series_names_never_mix_two_training_runs(tmp_path):
     (out / "sft-checkpoint-100-2.reference.json").write_text("{}")
     assert checkpoint_stem(out, "sft", 100) == "sft-checkpoint-100-3"
     assert checkpoint_stem(out, "sft", 200) == "sft-checkpoint-200"
+    # lab.runs.claims decides: a run in the store whose file is gone, another process writing the name now
+    in_store = (lambda path: "a run in the results database" if path.name == "sft-checkpoint-300.json" else None)
+    assert checkpoint_stem(out, "sft", 300, taken=in_store) == "sft-checkpoint-300-2"
+    import fcntl
+    import os
+
+    fd = os.open(out / "sft-checkpoint-500.partial.jsonl", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert checkpoint_stem(out, "sft", 500) == "sft-checkpoint-500-2"
+    finally:
+        os.close(fd)
 
 
 def test_metrics_come_from_the_aggregates():
@@ -139,3 +151,22 @@ def test_without_a_trainer_the_numbers_still_go_into_the_state():
     assert calling_trainer() is None
     log_metrics(None, state, TrainerControl(), {"tb2lite/score": 12.5})
     assert state.log_history == [{"tb2lite/score": 12.5, "step": 7}]
+
+
+def test_a_stopped_run_says_what_is_kept_and_how_to_finish_it(tmp_path):
+    from lab.runs.checkpoint import Checkpoint
+    from lab.training.evaluate import RunPlan, _stopped_line
+
+    plan = RunPlan(out_dir=tmp_path, stem="sft-checkpoint-200", eval_path="/data/tb2lite.jsonl", replay_fingerprint="",
+                   selection={}, budget_s=600)
+    engine = SimpleNamespace(spec="transformers:/o/checkpoint-200?device=cpu")
+    assert _stopped_line(plan, engine, "", 303) == "ran past its 600 s budget before its replay finished a step (of 303)"
+    checkpoint = Checkpoint(tmp_path / "sft-checkpoint-200.partial.jsonl")
+    checkpoint.start({"engine": engine.spec})
+    for i in range(3):
+        checkpoint.append({"task_id": "t", "step_idx": i})
+    checkpoint.close()
+    line = _stopped_line(plan, engine, "", 303)
+    assert line == (f"ran past its 600 s budget after 3 of 303 steps of its replay; they are kept in {checkpoint.path} "
+                    "(finish with: python -m lab replay --resume --name sft-checkpoint-200 --engine "
+                    f"'transformers:/o/checkpoint-200?device=cpu' --replay /data/tb2lite.jsonl --out {tmp_path})")
