@@ -14,7 +14,7 @@ from typing import Callable
 from lab import jsontext
 from lab.data.step import Step
 from lab.engines.base import Engine
-from lab.errors import LabError
+from lab.errors import LabError, os_error_line
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import TakenFn
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
@@ -55,6 +55,8 @@ class Outcome:
 
 def one_line(exc: BaseException) -> str:
     """An exception as one line: a LabError's message, else its type and first line."""
+    if isinstance(exc, OSError):  # a folder that cannot be made or written, a full disk: the path and why
+        return os_error_line(exc)[:LINE_MAX]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     line = text if isinstance(exc, LabError) else f"{type(exc).__name__}: {text}".rstrip(": ")
     return line[:LINE_MAX]

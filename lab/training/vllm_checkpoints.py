@@ -25,14 +25,22 @@ def adapter_base(folder: Path, given: str | None) -> str | None:
     if not config.is_file():
         return None
     if given:
-        return given
+        return checked_base(given, "base_model")
     try:
         base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
     except (OSError, ValueError) as exc:
         raise LabError(f"{config}: cannot read the adapter's base model ({exc}); give base_model=") from None
     if not base:
         raise LabError(f"{config} names no base_model_name_or_path: give the callback base_model=")
-    return str(base)
+    return checked_base(str(base), str(config))
+
+
+def checked_base(base: str, where: str) -> str:
+    """`base` when it can only be read as a model (a folder or Hub id): never as a `vllm serve` flag (a leading
+    `-`) or as more SPEC options (`?`, `&`, `#`)."""
+    if base.strip().startswith("-") or any(c in base for c in "?&#") or not base.strip():
+        raise LabError(f"{where}: base model {base[:80]!r} is not a folder or Hub id; give the callback base_model=")
+    return base.strip()
 
 
 class CheckpointServer:

@@ -1,6 +1,7 @@
 """lab.training without a trainer: options checked at construction, file names, metrics, budgets, ranks."""
 from __future__ import annotations
 
+import json
 import time
 from types import SimpleNamespace
 
@@ -47,6 +48,7 @@ def test_the_callback_checks_everything_before_training(tmp_path, monkeypatch):
         ({"engine_options": {"flavour": "x"}}, "unknown option(s) ['flavour']"),
         ({"tasks": ["no-such-task"]}, "no steps selected"),
         ({"name": "n" * 200}, "give at most"),
+        ({"engine": "vllm", "engine_options": {"trust_remote_code": "true"}}, "trust_remote_code is never a SPEC option"),
     ]
     for kwargs, says in cases:
         with pytest.raises(LabError) as info:
@@ -170,3 +172,28 @@ def test_a_stopped_run_says_what_is_kept_and_how_to_finish_it(tmp_path):
     assert line == (f"ran past its 600 s budget after 3 of 303 steps of its replay; they are kept in {checkpoint.path} "
                     "(finish with: python -m lab replay --resume --name sft-checkpoint-200 --engine "
                     f"'transformers:/o/checkpoint-200?device=cpu' --replay /data/tb2lite.jsonl --out {tmp_path})")
+
+
+def test_hostile_names_and_paths_stay_names_and_paths(tmp_path):
+    """A series name that walks out of the folder stays inside it; an adapter whose base model would be read as
+    a `vllm serve` flag or as more SPEC options is refused; a results folder that is a file is one line."""
+    from lab.training.evaluate import one_line
+    from lab.training.vllm_checkpoints import adapter_base
+
+    assert clean_series("../../etc/passwd") == "..-..-etc-passwd" and "/" not in clean_series("a/../../b")
+    adapter = tmp_path / "checkpoint-2"
+    adapter.mkdir()
+    for base in ("--trust-remote-code", "/m?served_model_name=x", "org/m&kv_cache_gb=99", " "):
+        (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base}))
+        with pytest.raises(LabError, match="is not a folder or Hub id|names no base"):
+            adapter_base(adapter, None)
+    with pytest.raises(LabError, match="base_model: base model '-x'"):
+        adapter_base(adapter, "-x")
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/base"}))
+    assert adapter_base(adapter, None) == "org/base" and adapter_base(tmp_path, None) is None
+    blocker = tmp_path / "results-file"
+    blocker.write_text("")
+    try:
+        (blocker / "runs").mkdir(parents=True)
+    except OSError as exc:
+        assert one_line(exc) == f"{blocker / 'runs'}: Not a directory"
