@@ -9,10 +9,12 @@ common steps is part of every answer.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,6 +35,9 @@ SELECT s.step_key, s.task_id, s.step_idx, s.bucket, s.source_group, s.command_f1
 FROM steps s LEFT JOIN step_reference r ON r.run_id = s.run_id AND r.step_key = s.step_key
 WHERE s.run_id = ?
 ORDER BY s.ord"""
+CACHE_SIZE = 32
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
 SAMPLES_SQL = """
 SELECT step_key, sample, command_f1, first_cmd_exact, CAST(valid_json AS DOUBLE) AS valid_json
 FROM samples WHERE run_id = ? ORDER BY step_key, sample"""
@@ -107,16 +112,16 @@ def check_comparable(a: RunSteps, b: RunSteps) -> None:
                        "corrected 303-step one: their scores are not comparable")
 
 
-def _equiv_note(run: RunSteps) -> str:
+def _equiv_note(run: RunSteps, role: str) -> str:
     if run.equiv_state == "done":
         return ""
     why = {"pending": "equiv F1 is still being filled", "skipped": "some step is past the equiv limits",
-           "needs_replay": "equiv F1 needs the replay", "failed": "equiv F1 failed"}.get(run.equiv_state,
-                                                                                    f"equiv state {run.equiv_state}")
-    return f"{run.label()}: {why}"
+           "needs_replay": "equiv F1 needs the replay (--replay PATH or LAB_REPLAY)",
+           "failed": "equiv F1 failed"}.get(run.equiv_state, f"equiv state {run.equiv_state}")
+    return f"{role}: {why}"
 
 
-def _values(run: RunSteps, spec: MetricSpec, keys: pd.Index) -> np.ndarray:
+def step_values(run: RunSteps, spec: MetricSpec, keys: pd.Index) -> np.ndarray:
     """(steps, answers) values of `keys`: the sampled answers where the run has them, else the step's own."""
     own = run.steps.loc[keys, spec.column].to_numpy(dtype=float)
     if not spec.sampled or run.samples.empty:
@@ -134,7 +139,10 @@ def paired_metric(a: RunSteps, b: RunSteps, spec: MetricSpec, task_index: dict[s
                   step_keys: Iterable[str] | None = None) -> tuple[PairedMetric | None, str]:
     """The metric of both runs on the steps both have it (within `step_keys` when given), or None and why."""
     if spec.needs == "equiv_done":
-        note = "; ".join(n for n in (_equiv_note(a), _equiv_note(b)) if n)
+        notes = [_equiv_note(a, "baseline"), _equiv_note(b, "candidate")]
+        if notes[0] and notes[0].split(": ", 1)[1] == notes[1].split(": ", 1)[-1]:
+            notes = [f"both: {notes[0].split(': ', 1)[1]}"]
+        note = "; ".join(n for n in notes if n)
         if note:
             return None, note
     cols = [spec.column] + ([spec.weight] if spec.weight else [])
@@ -145,7 +153,7 @@ def paired_metric(a: RunSteps, b: RunSteps, spec: MetricSpec, task_index: dict[s
             part = part[part[spec.weight] > 0]
         have.append(part.index)
     if not len(have[0]) or not len(have[1]):
-        lacking = [run.label() for run, keys in zip((a, b), have) if not len(keys)]
+        lacking = [role for role, keys in zip(("the baseline", "the candidate"), have) if not len(keys)]
         return None, f"not recorded for {' and '.join(lacking)}"
     common = have[0][have[0].isin(have[1])]
     if step_keys is not None:
@@ -154,7 +162,7 @@ def paired_metric(a: RunSteps, b: RunSteps, spec: MetricSpec, task_index: dict[s
         return None, "no step in common"
     task = np.array([task_index[t] for t in a.steps.loc[common, "task_id"]], dtype=np.int64)
     weight = (lambda run: run.steps.loc[common, spec.weight].to_numpy(dtype=float)) if spec.weight else (lambda run: None)
-    return PairedMetric(task, _values(a, spec, common), _values(b, spec, common), weight(a), weight(b),
+    return PairedMetric(task, step_values(a, spec, common), step_values(b, spec, common), weight(a), weight(b),
                         scale=spec.scale, higher_is_better=not spec.lower_is_better), ""
 
 
@@ -229,9 +237,15 @@ def compare_against(store: Store, baseline: str, candidates: Sequence[str], metr
                     seed: int | None = None) -> list[AgainstBaseline]:
     """One baseline against many runs (a checkpoint series, a Results table): simultaneous 95 % intervals
     (max-T over the comparisons that have enough common steps)."""
+    return compare_against_loaded(load_run(store, baseline), [load_run(store, c) for c in candidates], metric,
+                                  step_keys, resamples=resamples, seed=seed)
+
+
+def compare_against_loaded(base: RunSteps, runs: Sequence[RunSteps], metric: str = "score",
+                           step_keys: Iterable[str] | None = None, *, resamples: int | None = None,
+                           seed: int | None = None) -> list[AgainstBaseline]:
+    """compare_against for runs already loaded (load_run)."""
     spec = metric_spec(metric)
-    base = load_run(store, baseline)
-    runs = [load_run(store, c) for c in candidates]
     index = task_numbering(base, *runs)
     keys = None if step_keys is None else list(step_keys)
     built = []
@@ -316,5 +330,17 @@ def resample_setting(value: int | None) -> int:
     return int(value)
 
 
-def finite(value: float | None) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+def cached(store: Store, key: tuple, make: Callable[[], Any]) -> Any:
+    """`make()`, remembered until the store's file changes (comparisons are recomputed only when a run
+    is added, changed or removed)."""
+    full = (str(store.path), store.connector.generation(), *key)
+    with _cache_lock:
+        if full in _cache:
+            _cache.move_to_end(full)
+            return _cache[full]
+    value = make()
+    with _cache_lock:
+        _cache[full] = value
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value

@@ -22,8 +22,9 @@ def _one(rows: list[tuple], ref: str) -> str | None:
 
 
 def find_run(store: Store, ref: str, published_path: Callable[[], str | None] | None = None) -> str:
-    """The run id `ref` names: a run id, an exact display name, a stored path (or its end), a display name
-    in any case, then the stored path of a published run (`published_path`); LabError saying what to give."""
+    """The run id `ref` names: a run id, an exact display name, a stored path (or its end, with or without
+    `.json`), a display name in any case or the run's short name, then the stored path of a published run
+    (`published_path`); LabError saying what to give."""
     ref = (ref or "").strip()
     if not ref:
         raise LabError("no run given: name a result file, a run id or name in the store, or a published run")
@@ -31,7 +32,8 @@ def find_run(store: Store, ref: str, published_path: Callable[[], str | None] | 
         "SELECT run_id, display_name FROM runs WHERE run_id = ?",
         "SELECT run_id, display_name FROM runs WHERE display_name = ?",
         "SELECT run_id, display_name FROM runs WHERE path = ? OR suffix(path, '/' || ?)",
-        "SELECT run_id, display_name FROM runs WHERE lower(display_name) = lower(?)",
+        "SELECT run_id, display_name FROM runs WHERE path = ? || '.json' OR suffix(path, '/' || ? || '.json')",
+        "SELECT run_id, display_name FROM runs WHERE lower(display_name) = lower(?) OR model_short = ?",
     )
     for sql in queries:
         found = _one(store.rows(sql, [ref] * sql.count("?")), ref)
@@ -44,6 +46,7 @@ def find_run(store: Store, ref: str, published_path: Callable[[], str | None] | 
             return found
         raise LabError(f"published run '{ref}' is fetched ({stored}) but not in the store; import it with "
                        f"`python -m lab results import <results>/{stored}`")
-    raise LabError(f"'{ref}' is not a result file, a run of the store nor a published run; list the store's runs with "
+    raise LabError(f"'{ref}' names no run of the store (a run id, display name or result file name) nor a published "
+                   "run; list the store's runs with "
                    "`python -m lab results sql \"SELECT run_id, display_name FROM runs\"` and the published ones with "
                    "`python -m lab data published list`")
