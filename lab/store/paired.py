@@ -127,7 +127,7 @@ def step_values(run: RunSteps, spec: MetricSpec, keys: pd.Index) -> np.ndarray:
     if not spec.sampled or run.samples.empty:
         return own[:, None]
     grid = run.samples.pivot_table(index="step_key", columns="sample", values=spec.column, aggfunc="first")
-    grid = grid.reindex(keys).to_numpy(dtype=float)
+    grid = grid.reindex(keys).to_numpy(dtype=float, copy=True)
     if grid.shape[1] <= 1:
         return own[:, None]
     missing = np.isnan(grid).all(axis=1)
@@ -166,6 +166,24 @@ def paired_metric(a: RunSteps, b: RunSteps, spec: MetricSpec, task_index: dict[s
                         scale=spec.scale, higher_is_better=not spec.lower_is_better), ""
 
 
+def compact_tasks(metrics: Sequence[PairedMetric]) -> tuple[list[PairedMetric], int]:
+    """The metrics with their tasks renumbered 0 … n−1 over the tasks they hold (a part of the steps, such as a
+    bucket or a slice, covers fewer tasks than the runs: the bootstrap draws from those only)."""
+    present = np.unique(np.concatenate([m.task for m in metrics])) if metrics else np.array([], dtype=np.int64)
+    out = [PairedMetric(np.searchsorted(present, m.task), m.baseline, m.candidate, m.baseline_weight,
+                        m.candidate_weight, scale=m.scale, higher_is_better=m.higher_is_better) for m in metrics]
+    return out, len(present)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: a figure that is not a number is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def task_numbering(*runs: RunSteps) -> dict[str, int]:
     """One task numbering for runs resampled together (so they share the task draws)."""
     tasks = sorted(set().union(*(set(r.steps["task_id"]) for r in runs)))
@@ -193,7 +211,7 @@ class RunComparison:
             if diff is None:
                 metrics[name] = {"label": spec.label, "delta": None, "ci": None, "steps": 0, "note": self.notes.get(name, "")}
             else:
-                metrics[name] = {"label": spec.label, **diff.to_dict()}
+                metrics[name] = {"label": spec.label, **{k: _finite(v) for k, v in diff.to_dict().items()}}
         return {"baseline": {"run_id": self.baseline.run_id, "name": self.baseline.name},
                 "candidate": {"run_id": self.candidate.run_id, "name": self.candidate.name},
                 "metrics": metrics}
@@ -209,7 +227,8 @@ def compare_loaded(a: RunSteps, b: RunSteps, metrics: Sequence[str] | None = Non
     keys = None if step_keys is None else list(step_keys)
     built = {s.name: paired_metric(a, b, s, index, keys) for s in specs}
     ready = [name for name, (m, _) in built.items() if m is not None]
-    diffs = dict(zip(ready, compare_each([built[n][0] for n in ready], len(index), resamples=resamples, seed=seed)))
+    metrics, n_tasks = compact_tasks([built[n][0] for n in ready])
+    diffs = dict(zip(ready, compare_each(metrics, n_tasks, resamples=resamples, seed=seed)))
     return RunComparison(a, b, {s.name: diffs.get(s.name) for s in specs},
                          {name: note for name, (_, note) in built.items() if note})
 
@@ -257,7 +276,8 @@ def compare_against_loaded(base: RunSteps, runs: Sequence[RunSteps], metric: str
             continue
         built.append(paired_metric(base, run, spec, index, keys))
     ready = [i for i, (m, _) in enumerate(built) if m is not None]
-    diffs = dict(zip(ready, compare_many([built[i][0] for i in ready], len(index), resamples=resamples, seed=seed)))
+    metrics, n_tasks = compact_tasks([built[i][0] for i in ready])
+    diffs = dict(zip(ready, compare_many(metrics, n_tasks, resamples=resamples, seed=seed)))
     return [AgainstBaseline(run.run_id, run.name, diffs.get(i), built[i][1]) for i, run in enumerate(runs)]
 
 

@@ -10,6 +10,7 @@ without a score is a gap, never a 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html import escape
 from typing import Iterable
 
 import pandas as pd
@@ -173,19 +174,20 @@ def series_stats_figure(stats: SeriesStats) -> go.Figure:
     checkpoint's Δ score from the first point with its simultaneous 95 % interval."""
     pts = stats.points
     x = list(pts["x"])
+    names = [escape(str(n)) for n in pts["name"]]  # names come from result files: plotly reads text as markup
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.58, 0.42],
                         specs=[[{"secondary_y": True}], [{}]],
                         subplot_titles=("score and reference NLL per token",
                                         "Δ score vs the first checkpoint (95 %, simultaneous)"))
     score = [None if v is None or v != v else float(v) for v in pts["score"]]
-    fig.add_trace(go.Scatter(x=x, y=score, mode="lines+markers", name="score", text=list(pts["name"]),
+    fig.add_trace(go.Scatter(x=x, y=score, mode="lines+markers", name="score", text=names,
                              customdata=list(pts["run_id"]), connectgaps=False, meta="score",
                              hovertemplate="<b>%{text}</b><br>%{x}: score %{y:.2f}<extra></extra>"),
                   row=1, col=1, secondary_y=False)
     nll = [None if v is None or v != v else float(v) for v in pts["ref_nll"]]
     if any(v is not None for v in nll):
         fig.add_trace(go.Scatter(x=x, y=nll, mode="lines+markers", name="reference NLL/token", line=dict(dash="dash"),
-                                 text=list(pts["name"]), customdata=list(pts["run_id"]), meta="ref_nll",
+                                 text=names, customdata=list(pts["run_id"]), meta="ref_nll",
                                  hovertemplate="<b>%{text}</b><br>%{x}: reference NLL/token %{y:.4f}<extra></extra>"),
                       row=1, col=1, secondary_y=True)
         fig.update_yaxes(title_text="reference NLL per token (lower: closer)", secondary_y=True, row=1, col=1,
@@ -194,7 +196,7 @@ def series_stats_figure(stats: SeriesStats) -> go.Figure:
         fig.add_annotation(text=NO_NLL, xref="paper", yref="paper", x=0.5, y=1.0, showarrow=False,
                            font=dict(size=11, color="#92400e"), bgcolor="#fffbeb")
     whole = stats.parts[0].deltas["score"]
-    dx, dy, up, down, hover = [x[0]], [0.0], [0.0], [0.0], [f"{pts['name'].iloc[0]}: first point"]
+    dx, dy, up, down, hover = [x[0]], [0.0], [0.0], [0.0], [f"{names[0]}: first point"]
     for i, found in enumerate(whole, start=1):
         diff = found.difference
         if diff is None:
@@ -203,7 +205,7 @@ def series_stats_figure(stats: SeriesStats) -> go.Figure:
         dy.append(diff.delta)
         up.append((diff.high - diff.delta) if diff.ci else 0.0)
         down.append((diff.delta - diff.low) if diff.ci else 0.0)
-        hover.append(f"{pts['name'].iloc[i]}: {delta_text(diff, 2)} {diff.verdict if diff.ci else ''}")
+        hover.append(f"{names[i]}: {delta_text(diff, 2)} {diff.verdict if diff.ci else ''}")
     fig.add_trace(go.Scatter(x=dx, y=dy, mode="markers", name="Δ score vs first", text=hover, meta="delta",
                              error_y=dict(type="data", symmetric=False, array=up, arrayminus=down, visible=True),
                              hovertemplate="%{text}<extra></extra>"), row=2, col=1)
@@ -211,7 +213,7 @@ def series_stats_figure(stats: SeriesStats) -> go.Figure:
     fig.update_yaxes(title_text="score", row=1, col=1, secondary_y=False)
     fig.update_yaxes(title_text="Δ score", row=2, col=1)
     fig.update_xaxes(title_text=stats.x_kind, row=2, col=1)
-    fig.update_layout(title=dict(text=f"{stats.series}: {lead_text(stats)}", x=0.01, font=dict(size=14)),
+    fig.update_layout(title=dict(text=escape(f"{stats.series}: {lead_text(stats)}"), x=0.01, font=dict(size=14)),
                       height=620, template="plotly_white", legend=dict(orientation="h", y=-0.14),
                       margin=dict(r=90))
     return fig

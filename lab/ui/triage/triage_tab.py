@@ -205,7 +205,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
                 pairs_file = gr.File(label="Preference pairs", interactive=False)
 
-        with gr.Accordion("Checkpoint series and flip table", open=False):
+        with gr.Accordion("Checkpoint flip table and series view", open=False):
             series_panel = build_series_picker(ctx)
             series_pick = series_panel.pick
             with gr.Row():
