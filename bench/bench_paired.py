@@ -12,7 +12,7 @@
 
 Prints a table and writes the figures as JSON (with the machine's cores, load and versions):
 
-    python bench/bench_paired.py [--pairs 2000] [--power-pairs 1000] [--sample-pairs 300] [--json bench/out/bench_paired.json]
+    python bench/bench_paired.py [--pairs 4000] [--power-pairs 1000] [--sample-pairs 300] [--json bench/out/bench_paired.json]
 """
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def clopper_pearson(count: int, pairs: int, level: float = 0.95) -> tuple[float,
 def run_pairs(pairs: int, delta: float, resamples: int, seed: int, samples: int = 1) -> dict:
     """Draw `pairs` pairs at a true difference of `delta` points; count intervals above / below 0."""
     rng = np.random.default_rng([seed, int(delta * 1000), samples])
-    above = below = plain_excl = 0
-    widths = []
+    above = below = plain_excl = means_excl = 0
+    widths, means_widths = [], []
     for i in range(pairs):
         pair = make_pair(rng, delta, samples=samples)
         metric = PairedMetric(pair.task, pair.baseline, pair.candidate)
@@ -71,9 +71,16 @@ def run_pairs(pairs: int, delta: float, resamples: int, seed: int, samples: int 
             column = replicates([metric], int(pair.task.max()) + 1, resamples, i)[:, 0]
             low, high = np.quantile(column, [0.025, 0.975])
             plain_excl += low > 0 or high < 0
+        else:  # one level over each step's mean answer, for what the second level adds
+            means = compare(PairedMetric(pair.task, pair.baseline.mean(axis=1), pair.candidate.mean(axis=1)),
+                            resamples=resamples, seed=i)
+            means_excl += means.low > 0 or means.high < 0
+            means_widths.append(means.high - means.low)
     return {"pairs": pairs, "true_delta": delta, "samples": samples, "above": int(above), "below": int(below),
             "exclude_0": int(above + below), "rate": (above + below) / pairs, "power": above / pairs,
-            "mean_width": float(np.mean(widths)), "plain_percentile_exclude_0": int(plain_excl) if samples == 1 else None}
+            "mean_width": float(np.mean(widths)), "plain_percentile_exclude_0": int(plain_excl) if samples == 1 else None,
+            "one_level_on_means_exclude_0": int(means_excl) if samples > 1 else None,
+            "one_level_on_means_mean_width": float(np.mean(means_widths)) if samples > 1 else None}
 
 
 def timing(resamples: int, repeat: int, samples: int = 1) -> float:
@@ -115,7 +122,7 @@ def versions() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=2000, help="null pairs for the calibration")
+    parser.add_argument("--pairs", type=int, default=4000, help="null pairs for the calibration")
     parser.add_argument("--power-pairs", type=int, default=1000, help="pairs per true difference")
     parser.add_argument("--sample-pairs", type=int, default=300, help="null pairs with 4 answers per step")
     parser.add_argument("--resamples", type=int, default=load_settings().resamples)
@@ -162,6 +169,10 @@ def main() -> None:
         plain = "" if row["plain_percentile_exclude_0"] is None else f"{row['plain_percentile_exclude_0'] / row['pairs']:.1%}"
         print(f"{row['pairs']:>6} {row['true_delta']:>7.1f} {row['samples']:>7} {row['exclude_0']:>8} {row['rate']:>7.1%} "
               f"{f'[{lo:.1%}, {hi:.1%}]':>17} {f'≤ {b}':>12} {plain:>9} {row['mean_width']:>10.2f}")
+    if null_two["one_level_on_means_exclude_0"] is not None:
+        print(f"  4 answers per step, one level over each step's mean answer instead: {null_two['one_level_on_means_exclude_0']}"
+              f" of {null_two['pairs']} exclude 0, mean width {null_two['one_level_on_means_mean_width']:.2f} (the second "
+              "level counts the answers' noise again: wider, conservative)")
     print()
     print(f"{'pairs':>6} {'true Δ':>7} {'power (low > 0)':>16} {'wrong side':>10} {'mean width':>10}")
     for row in power:

@@ -223,6 +223,7 @@ def _two_level_sums(values: np.ndarray, task: np.ndarray, draws: np.ndarray, rng
     starts = np.concatenate([[0], np.cumsum(per_task)[:-1]])
     counts = (~np.isnan(values)).sum(axis=1)
     width = values.shape[1]
+    every_step_full = bool((counts == width).all())
     packed = np.where(np.isnan(values), 0.0, values).ravel()
     chunk = max(1, chunk_values // max(len(task) * width, 1))
     out = np.zeros(n_resamples)
@@ -234,9 +235,13 @@ def _two_level_sums(values: np.ndarray, task: np.ndarray, draws: np.ndarray, rng
         step = order[np.repeat(starts[drawn], lens) + within]
         owner = np.repeat(np.repeat(np.arange(len(drawn) // n_tasks), n_tasks), lens)
         k = counts[step]
-        pick = (rng.random((total, width)) * k[:, None]).astype(np.int64)  # 0 … k−1
-        answers = np.take(packed, step[:, None] * width + pick)
-        inner = np.where(np.arange(width) < k[:, None], answers, 0.0).sum(axis=1) / k
+        pick = (rng.random((total, width)) * k[:, None]).astype(np.int32)  # 0 … k−1
+        pick += (step * width).astype(np.int32)[:, None]
+        answers = np.take(packed, pick)
+        if every_step_full:  # the usual case: every step has all its answers
+            inner = answers.mean(axis=1)
+        else:
+            inner = np.where(np.arange(width) < k[:, None], answers, 0.0).sum(axis=1) / k
         out[first:first + len(drawn) // n_tasks] = np.bincount(owner, weights=inner, minlength=len(drawn) // n_tasks)
     return out
 

@@ -215,7 +215,9 @@ def run_row(
         "training": facts.training if facts else None,
         "training_method": facts.training_method if facts else training_method_of(naming + " " + name),
         "epochs": facts.epochs if facts else epochs_of(name) or epochs_of(naming),
-        "checkpoint_step": _first_known(checkpoint_step_of(name), checkpoint_step_of(naming)),  # checkpoint-0 is one
+        # checkpoint-0 counts (the base model's position); a run named by its file (`?name=checkpoint-0`) too
+        "checkpoint_step": _first_known(checkpoint_step_of(name), checkpoint_step_of(naming),
+                                        checkpoint_step_of(str(path).rsplit("/", 1)[-1])),
         "meta_json": json.dumps(
             {k: v for k, v in result.items() if k not in ("per_step", "aggregate")}, ensure_ascii=False, default=str
         ),

@@ -36,10 +36,10 @@ def served(tmp_path_factory):
         ckpt = variant(f"checkpoint-{step}", shift=shift, seed=step, model_path=f"/train/myrun/checkpoint-{step}")
         write(runs, f"checkpoint-{step}", ckpt)
         write(runs, f"checkpoint-{step}.reference", reference_file(ckpt, 2.0 - step / 400, seed=step))
-    origin = variant("checkpoint-0", seed=3, model_path="/models/base-model")
+    origin = variant("base-model", seed=3, model_path="/models/base-model")  # replayed with ?name=checkpoint-0
     origin["engine_spec"] = "transformers:/models/base-model?name=checkpoint-0"
-    write(runs, "base-model", origin)
-    write(runs, "base-model.reference", reference_file(origin, 2.0, seed=3))
+    write(runs, "checkpoint-0", origin)
+    write(runs, "checkpoint-0.reference", reference_file(origin, 2.0, seed=3))
     settings = Settings(results_dir=results, runs_dir=runs, db_path=root / "lab.duckdb", cache_dir=root / "cache",
                         replay_path=str(EXCERPT))
     ctx = create_context(settings, [])
@@ -109,7 +109,7 @@ def test_triage_pair_header_tasks_and_a_series_with_its_base(served, tmp_path):
         page.screenshot(path=str(out / "triage-pair.png"), full_page=True)
 
         page.get_by_text("Checkpoint flip table and series view").click()
-        pick(page, "#lab-series-run", "checkpoint-0 · ")
+        pick(page, "#lab-series-run", "base-model · ")
         page.locator("#lab-series-name textarea, #lab-series-name input").first.fill("myrun")
         page.locator("#lab-series-at input").first.fill("0")
         page.locator("#lab-series-place").click()

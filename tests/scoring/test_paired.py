@@ -76,7 +76,8 @@ def test_a_ratio_metric_resamples_numerator_and_weight_together():
     assert diff.delta == pytest.approx(nll_b.sum() / tokens_b.sum() - nll_a.sum() / tokens_a.sum())
 
 
-def test_two_levels_are_a_loop_over_tasks_then_over_each_steps_answers():
+@pytest.mark.parametrize("fewer", [0.0, 0.3])
+def test_two_levels_are_a_loop_over_tasks_then_over_each_steps_answers(fewer):
     """Several answers per step: each drawn copy of a task redraws its steps' answers with replacement (as many
     as the step has), in the order tasks were drawn; the answers' draws come from the seed's second stream."""
     rng = np.random.default_rng(3)
@@ -84,7 +85,7 @@ def test_two_levels_are_a_loop_over_tasks_then_over_each_steps_answers():
     a = rng.random(len(task))
     width = 4
     b = rng.random((len(task), width))
-    b[rng.random(len(task)) < 0.3, 2:] = np.nan  # some steps have 2 answers, the rest 4
+    b[rng.random(len(task)) < fewer, 2:] = np.nan  # a share of the steps have 2 answers, the rest 4
     resamples = 300
     diff = compare(PairedMetric(task, a, b), resamples=resamples, seed=SEED)
     n_tasks = 12

@@ -33,12 +33,14 @@ def lab(tmp_path):
         ckpt["engine_spec"] = f"transformers:/train/myrun/checkpoint-{step}"
         write(runs, f"checkpoint-{step}", ckpt)
         write(runs, f"checkpoint-{step}.reference", reference_file(ckpt, 2.0 - step / 400, seed=step))
-    base = variant("checkpoint-0", seed=1, model_path="/models/base-model")
+    # the base model replayed with `?name=checkpoint-0`: the file is named so, the run keeps the model's name
+    base = variant("base-model", seed=1, model_path="/models/base-model")
     base["engine_spec"] = "transformers:/models/base-model?name=checkpoint-0"
-    write(runs, "base-model", base)
-    write(runs, "base-model.reference", reference_file(base, 2.0, seed=1))
+    write(runs, "checkpoint-0", base)
+    write(runs, "checkpoint-0.reference", reference_file(base, 2.0, seed=1))
     store = open_store(tmp_path / "lab.duckdb", results)
-    ids = {s: store.scalar("SELECT run_id FROM runs WHERE model_short = ?", [f"checkpoint-{s}"]) for s in (0, 100, 200)}
+    ids = {s: store.scalar("SELECT run_id FROM runs WHERE model_short = ?", [f"checkpoint-{s}" if s else "base-model"])
+           for s in (0, 100, 200)}
     yield store, ids, results
     store.close()
 
