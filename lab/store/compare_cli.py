@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         opened: dict = {}
         runs = []
         for ref in (args.baseline, args.candidate):
+            if Path(ref).exists() and not Path(ref).is_file():  # a folder, a FIFO, a device: never read
+                raise LabError(f"{ref}: not a regular file; give a result JSON file, or a run of the store")
             if Path(ref).is_file():
                 runs.append(_load_file(ref, stack, opened))
             else:

@@ -5,6 +5,7 @@ the reference-NLL axis) and Compare (two stored runs as columns: the run-level �
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.helpers_store import make_results_dir
 from tests.paths import EXCERPT
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium"),
     pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}"),
 ]
@@ -50,6 +52,22 @@ def served(tmp_path_factory):
     ctx.pool.close_all()
 
 
+@contextmanager
+def lab_page(url: str, height: int):
+    """A Chromium page on the lab (a loaded 2-core machine: generous timeouts)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1700, "height": height})
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
 def pick(page, box: str, text: str) -> None:
     """Choose the option of a Gradio dropdown whose label starts with `text`."""
     field = page.locator(f"{box} input").first
@@ -59,15 +77,11 @@ def pick(page, box: str, text: str) -> None:
 
 
 def test_results_rows_against_a_baseline(served, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, ctx = served
     out = shot_dir(tmp_path)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1700, "height": 1200})
-        page.set_default_timeout(90_000)
-        page.goto(url)
+    with lab_page(url, 1200) as page:
         page.get_by_role("tab", name="Results").click()
         table = page.locator("#lab-leaderboard")
         expect(table).to_contain_text("per-step rank (95 %)")
@@ -81,19 +95,14 @@ def test_results_rows_against_a_baseline(served, tmp_path):
         expect(row).to_contain_text("better")
         expect(page.locator("#lab-lb-stats-note")).to_contain_text("simultaneous over")
         page.screenshot(path=str(out / "results-baseline.png"), full_page=True)
-        browser.close()
 
 
 def test_triage_pair_header_tasks_and_a_series_with_its_base(served, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, ctx = served
     out = shot_dir(tmp_path)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1700, "height": 2400})
-        page.set_default_timeout(90_000)
-        page.goto(url)
+    with lab_page(url, 2400) as page:
         page.get_by_role("tab", name="Triage").click()
         page.get_by_text("Baseline vs candidate").click()
         pick(page, "#triage-baseline", "base · ")
@@ -123,19 +132,14 @@ def test_triage_pair_header_tasks_and_a_series_with_its_base(served, tmp_path):
         expect(series).to_contain_text("late")
         expect(page.locator("#lab-series-note")).to_contain_text("simultaneous over the 2 later checkpoints")
         page.screenshot(path=str(out / "triage-series.png"), full_page=True)
-        browser.close()
 
 
 def test_compare_shows_the_run_level_difference_above_the_step(served, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, ctx = served
     out = shot_dir(tmp_path)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1700, "height": 1400})
-        page.set_default_timeout(90_000)
-        page.goto(url)
+    with lab_page(url, 1400) as page:
         expect(page.locator("#lab-step input")).not_to_have_value("")
         for name in ("base · ", "better · "):
             pick(page, "#lab-run-picker", name)
@@ -150,4 +154,3 @@ def test_compare_shows_the_run_level_difference_above_the_step(served, tmp_path)
         page.locator("#lab-next").click()  # another step: the run-level block stays
         expect(page.locator("#lab-run-delta")).to_contain_text("better")
         page.screenshot(path=str(out / "compare-pair.png"), full_page=True)
-        browser.close()

@@ -85,11 +85,13 @@ def test_a_store_run_by_name_against_a_file(files, capsys):
      "is not fetched yet: fetch it with `python -m lab data published fetch "
      "lfm25_echo_rlvr_gpu6_eval_20260612/lfm25-echo-rlvr-continue-checkpoint-10`"),
     (["{broken}", "{base}"], "broken.json"),
+    (["{base}", "{folder}"], "not a regular file"),
 ])
 def test_bad_input_exits_2_with_one_line(files, capsys, argv, expected):
     broken = files["root"] / "files" / "broken.json"
     broken.write_text('{"per_step": [')
-    argv = [a.format(base=files["base"], better=files["better"], tiny=files["tiny"], broken=broken) for a in argv]
+    argv = [a.format(base=files["base"], better=files["better"], tiny=files["tiny"], broken=broken,
+                     folder=files["root"] / "files") for a in argv]
     rc, out, err = run(capsys, *FAST, *argv, *store_args(files))  # the case's own options come last
     assert rc == 2, (out, err)
     assert err.count("\n") == 1 and err.startswith("error: ") and expected in err, err

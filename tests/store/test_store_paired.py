@@ -8,7 +8,7 @@ import pytest
 from lab.errors import LabError
 from lab.store.importer import import_path
 from lab.store.leaderboard_stats import (
-    DELTA_COLUMN, NO_STEPS, TIES_COLUMN, VERDICT_COLUMN, row_runs, with_comparisons,
+    DELTA_COLUMN, NO_STEPS, TIES_COLUMN, VERDICT_COLUMN, check_baseline, row_runs, with_comparisons,
 )
 from lab.store.opening import open_store
 from lab.store.paired import compare_against, compare_runs, summary_line, task_breakdown
@@ -135,3 +135,12 @@ def test_runs_of_other_scorers_or_unknown_ids_are_refused_in_one_line(lab, tmp_p
     assert store.scalar("SELECT scoring_version FROM runs WHERE run_id = ?", [legacy_id]) == "legacy_386"
     with pytest.raises(LabError, match="not comparable"):
         compare_runs(store, ids["base"], legacy_id)
+
+
+def test_a_baseline_the_store_does_not_have_is_refused(lab):
+    """What a page sends as the baseline is checked against the store (a parameter, never SQL text)."""
+    store, ids, _ = lab
+    assert check_baseline(store, None) is None and check_baseline(store, ids["base"]) == ids["base"]
+    for hostile in ("x' OR '1'='1", "../../etc/passwd", "<script>alert(1)</script>"):
+        with pytest.raises(LabError, match="is not a run of the store"):
+            check_baseline(store, hostile)

@@ -148,3 +148,15 @@ def test_the_cli_places_a_run_and_shows_the_series(lab, capsys):
     assert main([*db, "series", "join", ids[0], "myrun", "--at", "-3"]) == 2
     assert "whole number from 0" in capsys.readouterr().err
     json.dumps(out)  # plain text, nothing binary
+
+
+def test_a_read_only_store_refuses_a_placement(lab):
+    """A public Space's store is read-only for visitors: placing a run says so and changes nothing."""
+    store, ids, _ = lab
+    store.refuse_writes = "this lab is read-only for visitors"
+    try:
+        with pytest.raises(LabError, match="read-only"):
+            join_series(store, ids[0], "myrun", 0)
+    finally:
+        store.refuse_writes = None
+    assert list(series_frame(store).query("series == 'myrun'")["x"]) == [100, 200]
