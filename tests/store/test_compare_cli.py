@@ -27,6 +27,8 @@ def files(tmp_path_factory):
                                      ("tiny", 0.0, 4, 12)):
         out[name] = write(root / "files", name, variant(name, shift=shift, seed=seed, steps=steps))
     write(results / "runs", "stored-better", variant("stored-better", shift=0.08, seed=2))
+    write(results / "published" / "lfm25_echo_rlvr_gpu6_eval_20260612", "lfm25-echo-rlvr-continue-checkpoint-20",
+          variant("continue-20", shift=0.01, seed=5))  # where `data published fetch` puts that catalogue run
     open_store(root / "lab.duckdb", results).close()
     return out
 
@@ -67,6 +69,12 @@ def test_json_holds_each_metric_under_its_name(files, capsys):
     assert data["metrics"]["ref_nll"]["ci"] is None and data["metrics"]["ref_nll"]["note"]
     again = json.loads(run(capsys, str(files["base"]), str(files["worse"]), "--json", "--seed", "3", *FAST)[1])
     assert again["metrics"]["score"]["ci"] == score["ci"]  # the same seed, the same interval
+
+
+def test_a_fetched_published_run_by_its_catalogue_name(files, capsys):
+    rc, out, err = run(capsys, "lfm25-echo-rlvr-continue-checkpoint-20", str(files["base"]), *FAST, *store_args(files))
+    assert rc == 0, err
+    assert out.splitlines()[0].startswith("baseline:  continue-20")
 
 
 def test_a_store_run_by_name_against_a_file(files, capsys):
