@@ -3,7 +3,6 @@ whose per-step F1 is moved by a known amount, with sampled answers or a referenc
 The importer takes stored per-step metrics as they are (and computes the aggregate), so this is quick."""
 from __future__ import annotations
 
-import copy
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -61,7 +60,3 @@ def write(folder: Path, name: str, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
-
-
-def copy_of(result: dict) -> dict:
-    return copy.deepcopy(result)

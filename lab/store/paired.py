@@ -198,7 +198,6 @@ class RunComparison:
     candidate: RunSteps
     differences: dict[str, Difference | None]
     notes: dict[str, str] = field(default_factory=dict)
-    step_filter: str = ""  # what the steps were narrowed to ("" = all common steps)
 
     def get(self, metric: str) -> Difference | None:
         return self.differences.get(metric)

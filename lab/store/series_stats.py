@@ -219,12 +219,6 @@ def series_stats_figure(stats: SeriesStats) -> go.Figure:
     return fig
 
 
-def series_choices(store: Store) -> list[str]:
-    """Names of the series of the store (those with two points or more)."""
-    frame = series_frame(store)
-    return sorted(set(frame["series"])) if not frame.empty else []
-
-
 def series_plot_with_intervals(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
     """The Results tab's series plot: every series as a line, or, when the name filter leaves one series,
     that series against its first point with its intervals."""
