@@ -34,7 +34,7 @@ def stored_pair_html(ctx: LabContext, entries: list[EngineEntry]) -> str:
                 pair = cached(ctx.store, ("pair", *ids), lambda: compare_runs(ctx.store, ids[0], ids[1]))
                 return comparison_html(pair, elem_id="lab-run-delta")
             found = cached(ctx.store, ("against", *ids), lambda: compare_against(ctx.store, ids[0], ids[1:]))
-            base = ctx.query("SELECT display_name FROM runs WHERE run_id = ?", [ids[0]]).iloc[0]["display_name"]
+            base = ctx.store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [ids[0]])  # the lock is held
     except LabError as exc:
         return f'<div class="lab-pair lab-muted" id="lab-run-delta">run-level difference: {esc(exc)}</div>'
     rows = "".join(
