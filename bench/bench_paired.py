@@ -11,9 +11,9 @@
 - timing: one comparison of 303 steps × 10,000 resamples (median of repeats), and its two-level variant.
 
 Prints a table and records the figures (bench/record.py: bench/results/bench_paired.json, with the machine's
-cores, load and versions):
+cores, load and versions; LAB_BENCH_RESULTS=DIR for a trial run):
 
-    python bench/bench_paired.py [--pairs 4000] [--power-pairs 1000] [--sample-pairs 300] [--results-dir DIR]
+    python bench/bench_paired.py [--pairs 4000] [--power-pairs 1000] [--sample-pairs 300]
 """
 from __future__ import annotations
 
@@ -177,7 +177,6 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=load_settings().resamples)
     parser.add_argument("--repeat", type=int, default=20, help="timing repeats")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--results-dir", default=None, help="where the figures go (default bench/results/)")
     args = parser.parse_args()
     record = Record("bench_paired", packages=("scipy",))
     record.setting(pairs=args.pairs, power_pairs=args.power_pairs, sample_pairs=args.sample_pairs,
@@ -192,7 +191,7 @@ def main() -> None:
     example = worked_example(args.resamples)
     print_table(args, load, t_one, t_two, null, null_two, power, example)
     record_figures(record, t_one, t_two, null, null_two, power, example, args.repeat)
-    record.write(args.results_dir)
+    record.write()  # bench/results/bench_paired.json ($LAB_BENCH_RESULTS for a trial run)
 
 
 if __name__ == "__main__":
