@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("lab.sweep.cli", "replay many engines or shards of one on a Ray cluster (--ray ADDRESS | local)"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
+    "compare": ("lab.store.compare_cli", "is the candidate really better than the baseline? each metric's difference "
+                                         "with its 95 % interval; exit 1 when it is worse (a CI gate)"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)

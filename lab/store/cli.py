@@ -12,6 +12,7 @@ from lab.store.db import Store
 from lab.store.opening import open_store
 from lab.store.sql_hint import TABLES_HINT, sql_error_text
 from lab.store.importer import ImportReport, import_path, rebuild
+from lab.store.series_cli import add_series_arguments, run_series
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "$LAB_REPLAY, else the cached download); runs filled without it are filled again")
     sub.add_parser("rebuild", help="recreate the store from the results folder")
     sub.add_parser("tables", help="list tables and views with their row counts (what `sql` can read)")
+    add_series_arguments(sub)
 
 
 def _store(args: argparse.Namespace, *, sync: bool = True, fill_left_pending: bool = True) -> Store:
@@ -68,5 +70,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if cmd == "import":
             return _print_report(import_path(store, *args.paths))
+        if cmd == "series":
+            return run_series(store, args)
         store.tables().to_csv(sys.stdout, index=False)
         return 0

@@ -245,6 +245,6 @@ PLOTS: dict[str, Callable[..., go.Figure]] = {
     "equiv_vs_f1": lambda store, first56_only=False, name_filter="": figure_for(store, "equiv_vs_f1", name_filter),
 }
 
-from lab.store.series import series_plot  # noqa: E402 - registered last: it uses the store's runs only
+from lab.store.series_stats import series_plot_with_intervals  # noqa: E402 - registered last: the store's runs only
 
-PLOTS["published_series"] = series_plot
+PLOTS["published_series"] = series_plot_with_intervals

@@ -215,7 +215,9 @@ def run_row(
         "training": facts.training if facts else None,
         "training_method": facts.training_method if facts else training_method_of(naming + " " + name),
         "epochs": facts.epochs if facts else epochs_of(name) or epochs_of(naming),
-        "checkpoint_step": checkpoint_step_of(name) or checkpoint_step_of(naming),
+        # checkpoint-0 counts (the base model's position); a run named by its file (`?name=checkpoint-0`) too
+        "checkpoint_step": _first_known(checkpoint_step_of(name), checkpoint_step_of(naming),
+                                        checkpoint_step_of(str(path).rsplit("/", 1)[-1])),
         "meta_json": json.dumps(
             {k: v for k, v in result.items() if k not in ("per_step", "aggregate")}, ensure_ascii=False, default=str
         ),
@@ -224,3 +226,8 @@ def run_row(
     }
     row.update(coverage_fields(result, row["steps"], row["scoring_version"]))
     return row
+
+
+def _first_known(*values: int | None) -> int | None:
+    """The first value that is not None (0 included: `checkpoint-0` is the base model's position)."""
+    return next((v for v in values if v is not None), None)

@@ -1,8 +1,11 @@
 """Checkpoint / epoch series of stored runs, and the score-against-checkpoint plot.
 
-A run's series comes from the published catalogue when it is a published run (ECHO RLVR raw,
-continue, parent run, KoHRM epochs …), else from its name: the name with `checkpoint-N` taken out
-(name_rules.yaml's checkpoint pattern), for runs that have a checkpoint step. Series need two runs.
+A run's series comes from a placement when someone put it in one (lab/store/series_members.py: any run,
+the base model included, at a given position), else from the published catalogue when it is a published
+run (ECHO RLVR raw, continue, parent run, KoHRM epochs …), else from its name: the file name with
+`checkpoint-N` taken out (name_rules.yaml's checkpoint pattern), or, for a file named just `checkpoint-N`,
+the folder that holds the checkpoint, for runs that have a checkpoint step. Series need two runs.
+A run without a score is a gap in the plot, never a 0.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import plotly.graph_objects as go
 
 from lab.store.db import Store
 from lab.store.names import load_rules
+from lab.store.series_members import placements
 
 TITLE = "Score against checkpoint, per series (published runs and lab runs)"
 # per run: the reference's NLL per token under the run's model over the run's steps (score-reference runs)
@@ -32,18 +36,21 @@ def series_frame(store: Store) -> pd.DataFrame:
         "NULL AS pub_series, NULL AS pub_x_kind, NULL AS pub_x"
     df = store.query(
         f"SELECT r.run_id, r.display_name || CASE WHEN r.partial THEN ' [partial ' || r.steps || '/' || r.total_steps || ']' "
-        f"ELSE '' END AS name, r.model_short, r.path, r.checkpoint_step, r.score, r.steps, "
+        f"ELSE '' END AS name, r.model_short, r.path, r.model_path, r.checkpoint_step, r.score, r.steps, "
         f"r.scoring_version, {cols}, nll.ref_nll FROM runs r {join} LEFT JOIN ({REF_NLL_SQL}) nll USING (run_id)"
     )
     rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
+    placed = placements(store)
     rows = []
     for r in df.itertuples(index=False):
-        if isinstance(r.pub_series, str) and r.pub_series:
+        if r.run_id in placed:
+            series, x, x_kind = placed[r.run_id]
+            rows.append((r.run_id, r.name, series, x_kind, x, r.score, r.steps, r.scoring_version, r.ref_nll))
+        elif isinstance(r.pub_series, str) and r.pub_series:
             rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version,
                          r.ref_nll))
         elif r.checkpoint_step is not None and not pd.isna(r.checkpoint_step):
-            stem = str(r.path).rsplit("/", 1)[-1].removesuffix(".json")
-            series = rx.sub("", stem).strip("-_ ") or stem
+            series = _name_series(rx, str(r.path), r.model_path)
             rows.append((r.run_id, r.name, series, "checkpoint step", int(r.checkpoint_step), r.score, r.steps,
                          r.scoring_version, r.ref_nll))
     out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version",
@@ -52,6 +59,19 @@ def series_frame(store: Store) -> pd.DataFrame:
         return out
     sizes = out.groupby("series")["run_id"].transform("count")
     return out[sizes >= 2].sort_values(["series", "x", "name"]).reset_index(drop=True)
+
+
+def _name_series(rx: re.Pattern, path: str, model_path: object) -> str:
+    """A checkpoint run's series from its file name without `checkpoint-N`; a file named only that (a
+    Batch run of `CKPT/checkpoint-3` saved as `checkpoint-3.json`) takes the checkpoint's folder."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".json")
+    series = rx.sub("", stem).strip("-_ ")
+    if series:
+        return series
+    parts = [p for p in str(model_path or "").rstrip("/").split("/") if p]
+    if len(parts) >= 2 and rx.fullmatch(parts[-1]):
+        return parts[-2]
+    return stem
 
 
 def series_runs(store: Store) -> dict[str, list[str]]:
@@ -88,9 +108,14 @@ def series_figure(df: pd.DataFrame, title: str = TITLE) -> go.Figure:
                 hovertemplate="<b>%{text}</b><br>%{x}: reference NLL/token %{y:.4f}<extra></extra>",
             ))
     fig.update_layout(title=dict(text=title, x=0.01), xaxis_title="checkpoint step (or epoch)", yaxis_title="score",
-                      height=480, template="plotly_white", legend=dict(orientation="h", y=-0.2))
+                      height=480, template="plotly_white", legend=dict(orientation="h", y=-0.2), margin=dict(r=90))
     if has_nll:
-        fig.update_layout(yaxis2=dict(title="reference NLL per token (lower: closer)", overlaying="y", side="right"))
+        fig.update_layout(yaxis2=dict(title="reference NLL per token (lower: closer)", overlaying="y", side="right",
+                                      showline=True, showgrid=False, color="#b45309"))
+    else:
+        fig.add_annotation(text="reference NLL not recorded for these runs (python -m lab score-reference)",
+                           xref="paper", yref="paper", x=1.0, y=1.06, xanchor="right", showarrow=False,
+                           font=dict(size=11, color="#92400e"))
     return fig
 
 
@@ -103,7 +128,7 @@ def leaderboard_checkpoints(store: Store) -> pd.DataFrame:
     return df
 
 
-def _named(df: pd.DataFrame, text: str) -> pd.DataFrame:
+def named_rows(df: pd.DataFrame, text: str) -> pd.DataFrame:
     text = (text or "").strip()
     return df[df["name"].astype(str).str.contains(text, case=False, regex=False)] if text and len(df) else df
 
@@ -112,9 +137,9 @@ def series_plot(store: Store, first56_only: bool = False, name_filter: str = "")
     """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows);
     until a series is in the store it shows the leaderboard's checkpoint rows as points.
     Names carry "[partial n/N]" for runs that answered part of their selection."""
-    df = _named(series_frame(store), name_filter)
+    df = named_rows(series_frame(store), name_filter)
     if df.empty:
-        points = _named(leaderboard_checkpoints(store), name_filter)
+        points = named_rows(leaderboard_checkpoints(store), name_filter)
         if not points.empty:
             fig = series_figure(points)
             fig.update_traces(mode="markers")

@@ -1,4 +1,4 @@
-"""Each light CLI command imports only what it needs: `rescore`, `results`, `data` (and `equiv`, where it
+"""Each light CLI command imports only what it needs: `rescore`, `results`, `data`, `compare` (and `equiv`, where it
 exists) never load `openai`, `gradio`, `torch` or `ray` (DESIGN §3), nor the managed servers' machinery
 (their exit handlers, with `httpx`): only commands that start servers install those. Checked in a fresh
 interpreter."""
@@ -39,6 +39,9 @@ def files(tmp_path_factory):
     result = root / "results" / "run.json"
     result.parent.mkdir()
     result.write_text(json.dumps(make_results(n_runs=1, n_steps=20)[0]))
+    (root / "compare").mkdir()  # `compare` needs 30 steps or more for an interval
+    for i, run in enumerate(make_results(n_runs=2, n_steps=60)):
+        (root / "compare" / f"run{i}.json").write_text(json.dumps(run))
     return root, result
 
 
@@ -50,13 +53,15 @@ def commands(root, result) -> dict[str, list[str]]:
         "results tables": ["results", *db, "tables"],
         "data info": ["data", "info", "--replay", str(EXCERPT)],
         "data published list": ["data", "published", "list", "--series"],
+        "compare": ["compare", str(root / "compare" / "run0.json"), str(root / "compare" / "run1.json"),
+                    "--resamples", "200", "--max-drop", "100"],
         # `equiv` is checked once lab/cli.py has it (its own tests give it real arguments)
         **({"equiv --help": ["equiv", "--help"]} if "equiv" in COMMANDS else {}),
     }
 
 
 @pytest.mark.parametrize("name", ["rescore", "results import", "results tables", "data info", "data published list",
-                                  "equiv --help"])
+                                  "equiv --help", "compare"])
 def test_light_commands_load_no_heavy_package(files, name):
     argv = commands(*files).get(name)
     if argv is None:

@@ -19,6 +19,7 @@ from lab.ui.compare.render_html import render_columns, render_context, render_f1
 from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
 from lab.ui.compare.samples_panel import build_samples_panel
 from lab.ui.compare.reference_nll import needs_reference_prefill, reference_nll
+from lab.ui.compare.stored_pair import stored_pair_html
 from lab.ui.compare.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
 from lab.ui.compare.step_view import READY, RUNNING, EngineView, engine_view_state, f1_gap
 from lab.ui.compare.whatif_view import build_whatif_view
@@ -162,7 +163,7 @@ def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutpu
         step_key=step.key,
         context_html=render_context(data.view, full),
         columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
-        f1_html=render_f1_gap(data.view.f1_gap),
+        f1_html=stored_pair_html(ctx, entries) + render_f1_gap(data.view.f1_gap),  # the verdict above one step
         heat_choices=heat_choices(views),
         heat_engine=data.heat_engine,
         heat_figure=data.heat_figure,
@@ -397,14 +398,15 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
                 names, badges = [e.name for e in entries], column_badges(ctx, entries, key)
             return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
 
+        pair_block = stored_pair_html(ctx, ctx.engine_entries())  # stored columns: the run-level verdict stays on top
         for views in generate_views(ctx, key):
             if moved_on():
                 continue  # keep generating into the cache, paint nothing
-            yield columns_now(views), render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+            yield columns_now(views), pair_block + render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
         if moved_on():
             return
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
-        yield (columns_now(views), render_f1_gap(f1_gap(views)),
+        yield (columns_now(views), pair_block + render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
     def on_download():

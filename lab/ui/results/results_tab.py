@@ -15,7 +15,8 @@ from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
-COLUMNS = ["rank", "name", "source", "score", "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
+COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
+           "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
            "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
            "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
 NOT_RECORDED = "not recorded"  # the reference NLL of a run whose model has no score-reference run (never 0)
@@ -26,15 +27,25 @@ SORTS = ["score", "rank", "name", "precision", "recall", "first_cmd_exact_pct", 
 MAX_ROWS = 500
 
 
-def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str = "score") -> pd.DataFrame:
+def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str = "score",
+                      baseline: str | None = None) -> pd.DataFrame:
     """The leaderboard rows (published + lab runs), filtered by a name substring, sorted.
     Missing values show as blanks; `run_id` is set on lab runs only."""
+    return leaderboard_view(ctx, first56, text, sort, baseline)[0]
+
+
+def leaderboard_view(ctx: LabContext, first56: bool, text: str = "", sort: str = "score",
+                     baseline: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The leaderboard frame with each row's per-step rank range (and, against a baseline, its Δ score
+    and verdict; lab.store.leaderboard_stats), and the line saying what those intervals are."""
     from lab.store import queries
+    from lab.store.leaderboard_stats import check_baseline, with_comparisons
 
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
     with ctx._store_lock:
         df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort or "score")
+        df, note = with_comparisons(ctx.store, df, check_baseline(ctx.store, baseline))
     if text:
         df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
     df = df.head(MAX_ROWS).reset_index(drop=True)
@@ -44,7 +55,22 @@ def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str 
     if "ref_nll_per_token" in cells.columns:
         nll = shown["ref_nll_per_token"]
         cells["ref_nll_per_token"] = [NOT_RECORDED if pd.isna(v) else round(float(v), 4) for v in nll]
-    return mark_equiv_cells(cells, EQUIV_COLUMNS, states)
+    return mark_equiv_cells(cells, EQUIV_COLUMNS, states), note
+
+
+def stats_note_html(note: str) -> str:
+    """The line under the table saying what its ranks and intervals are."""
+    return f'<div class="lab-muted" id="lab-lb-stats-note">{esc(note)}</div>' if note else ""
+
+
+def baseline_options(ctx: LabContext) -> list[tuple[str, str]]:
+    """The baseline picker's runs (every stored run with per-step answers)."""
+    from lab.store.leaderboard_stats import baseline_choices
+
+    if ctx.store is None:
+        return []
+    with ctx._store_lock:
+        return baseline_choices(ctx.store)
 
 
 def count_html(df: pd.DataFrame, first56: bool) -> str:
@@ -129,12 +155,15 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
             text = gr.Textbox(label="filter by name", placeholder="e.g. Qwen3.5, LFM, checkpoint", scale=2,
                               elem_id="lab-lb-filter")
             sort = gr.Dropdown(SORTS, value="score", label="sort by", scale=1, elem_id="lab-lb-sort")
-        first = leaderboard_frame(ctx, False)
+            baseline = gr.Dropdown(baseline_options(ctx), value=None, label="baseline (Δ score of every row against it)",
+                                   scale=3, elem_id="lab-lb-baseline")
+        first, first_note = leaderboard_view(ctx, False)
         count = gr.HTML(count_html(first, False), elem_id="lab-lb-count-box")
         shown_pending = gr.State(equiv_pending_rows(first))  # runs shown "equiv pending" in this page
         equiv_timer = gr.Timer(EQUIV_POLL_SEC, active=equiv_pending_rows(first) > 0)
         table = gr.Dataframe(first, interactive=False, wrap=False, max_height=520, show_search="none",
                              elem_id="lab-leaderboard", label="leaderboard (click a lab run's row to open it in Compare)")
+        stats_note = gr.HTML(stats_note_html(first_note), elem_id="lab-lb-stats-note-box")
         published_panel(ctx)
         plots = plot_registry()
         which = plot = None
@@ -145,24 +174,25 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
         else:
             gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
 
-    def refresh(scope_label: str, filter_text: str, sort_key: str):
+    def refresh(scope_label: str, filter_text: str, sort_key: str, baseline_id: str | None = None):
         first56 = SCOPES.get(scope_label, False)
         try:
-            df = leaderboard_frame(ctx, first56, filter_text or "", sort_key or "score")
+            df, note = leaderboard_view(ctx, first56, filter_text or "", sort_key or "score", baseline_id)
         except LabError as exc:
             gr.Warning(str(exc))
-            return gr.update(), gr.update(), gr.update(), gr.update()
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
         pending = equiv_pending_rows(df)
         if pending:
             ctx.kick_equiv()  # also fills runs another process left pending
-        return df, count_html(df, first56), pending, gr.Timer(active=pending > 0)
+        return df, count_html(df, first56), pending, gr.Timer(active=pending > 0), stats_note_html(note)
 
-    def poll(scope_label: str, filter_text: str, sort_key: str, shown: int, plot_name: str | None = None):
+    def poll(scope_label: str, filter_text: str, sort_key: str, baseline_id: str | None, shown: int,
+             plot_name: str | None = None):
         """While runs wait for their equiv columns: redraw only when that number changed."""
-        df, html, pending, timer = refresh(scope_label, filter_text, sort_key)
+        df, html, pending, timer, note = refresh(scope_label, filter_text, sort_key, baseline_id)
         if pending == shown or not isinstance(pending, int):
-            return gr.update(), gr.update(), shown, timer, *([gr.update()] if plots else [])
-        return df, html, pending, timer, *([draw(plot_name, scope_label, filter_text)] if plots else [])
+            return gr.update(), gr.update(), shown, timer, gr.update(), *([gr.update()] if plots else [])
+        return df, html, pending, timer, note, *([draw(plot_name, scope_label, filter_text)] if plots else [])
 
     def draw(name: str, scope_label: str, filter_text: str = ""):
         try:
@@ -178,12 +208,14 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
             return tuple(gr.update() for _ in open_in_compare.outputs)
         return open_in_compare([run_id], None, request)
 
-    inputs = [scope, text, sort]
-    outputs = [table, count, shown_pending, equiv_timer]
-    for comp in (scope, sort):
+    inputs = [scope, text, sort, baseline]
+    outputs = [table, count, shown_pending, equiv_timer, stats_note]
+    for comp in (scope, sort, baseline):
         comp.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
     text.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
     tab.select(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+    tab.select(lambda: gr.update(choices=baseline_options(ctx)), None, baseline, api_visibility="private",
+               show_progress="hidden")
     equiv_timer.tick(poll, [*inputs, shown_pending, *([which] if plots else [])], [*outputs, *([plot] if plots else [])],
                      api_visibility="private", show_progress="hidden")
     table.select(on_select, table, open_in_compare.outputs, api_visibility="private")

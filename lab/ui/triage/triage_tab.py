@@ -17,6 +17,7 @@ from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.shell.context import LabContext
 from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.shell.html_text import esc
+from lab.ui.triage.paired_view import paired_view
 from lab.ui.triage.series_picker import build_series_picker, series_choices, wire_series_picker
 from lab.ui.triage.stability_triage import build_stability_panel
 from lab.ui.triage.triage_figures import slice_figures
@@ -194,15 +195,19 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
                 candidate = gr.Dropdown(choices.runs, label="Candidate", elem_id="triage-candidate")
                 view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
                 diff_btn = gr.Button("Compare runs")
+            diff_header = gr.HTML(elem_id="triage-diff-header")  # Δ with its interval: the verdict, not one step
             diff_note = gr.HTML(elem_id="triage-diff-note")
             diff_table = gr.Dataframe(interactive=False, max_height=360, elem_id="triage-diff-table")
+            diff_tasks = gr.Dataframe(interactive=False, max_height=300, elem_id="triage-diff-tasks",
+                                      label="which tasks carry the difference (score points; the shares add up to Δ)")
             with gr.Row():
                 margin = gr.Number(0.0, label="Minimum F1 margin for a pair", minimum=0, maximum=1)
                 pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
                 pairs_file = gr.File(label="Preference pairs", interactive=False)
 
-        with gr.Accordion("Checkpoint flip table", open=False):
-            series_pick, series_plot = build_series_picker(ctx)
+        with gr.Accordion("Checkpoint flip table and series view", open=False):
+            series_panel = build_series_picker(ctx)
+            series_pick = series_panel.pick
             with gr.Row():
                 series = gr.Dropdown(choices.runs, multiselect=True, label="Runs of one model (ordered by checkpoint)",
                                      scale=3, elem_id="triage-flip-runs")
@@ -360,15 +365,17 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         def on_diff(base, cand, which):
             if not base or not cand:
                 gr.Warning("pick a baseline and a candidate run")
-                return gr.update(), gr.update()
+                return gr.update(), gr.update(), gr.update(), gr.update()
             try:
                 df = disagreement(ctx.store, base, cand, which)
+                header, tasks = paired_view(ctx, base, cand)
             except LabError as exc:
                 gr.Warning(str(exc))
-                return gr.update(), gr.update()
-            return df, diff_message(len(df), which)
+                return gr.update(), gr.update(), gr.update(), gr.update()
+            return df, diff_message(len(df), which), header, tasks
 
-        diff_btn.click(on_diff, [baseline, candidate, view], [diff_table, diff_note], api_visibility="private")
+        diff_btn.click(on_diff, [baseline, candidate, view], [diff_table, diff_note, diff_header, diff_tasks],
+                       api_visibility="private")
 
         def open_row(run_for_row):
             def handler(df: pd.DataFrame, *args, request: gr.Request | None = None):
@@ -411,7 +418,7 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
             return flip_summary(flips), flips.drop(columns=["pair"])
 
         flip_btn.click(on_flips, [series, threshold], [flip_counts, flip_rows], api_visibility="private")
-        wire_series_picker(ctx, series_pick, series, series_plot)
+        wire_series_picker(ctx, series_panel, series, triage_tab)
 
         def flip_select(df, evt: gr.SelectData, request: gr.Request):
             return open_row(lambda rec: [rec["from_run_id"], rec["to_run_id"]])(df, evt, request=request)

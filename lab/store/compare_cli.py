@@ -1,0 +1,184 @@
+"""`python -m lab compare BASELINE CANDIDATE`: is the candidate really better (or worse) than the baseline?
+
+Each run is a result file, a run of the lab's store (run id, display name or stored path) or a published
+run (catalogue key or file name; fetched with `python -m lab data published fetch`). Prints each metric's
+difference with its 95 % interval (a paired bootstrap over tasks, lab.store.paired) and exits 1 when the
+candidate is worse than the baseline by more than --max-drop with 95 % confidence: a gate for CI jobs and
+training pipelines.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.settings import Settings
+
+EXIT_WORSE = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from lab.store.paired import load_metrics
+
+    parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
+    parser.add_argument("candidate", metavar="CANDIDATE", help="the run compared with the baseline (same kinds)")
+    parser.add_argument("--metric", default="score", choices=list(load_metrics()),
+                        help="the metric the gate checks (default: score); every metric is printed")
+    parser.add_argument("--max-drop", type=float, default=0.0, metavar="POINTS",
+                        help="exit 1 only when the candidate is worse by more than this with 95 %% confidence "
+                             "(the interval's upper end below -POINTS; default 0)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default from lab/scoring/paired.yaml)")
+    parser.add_argument("--resamples", type=int, default=None, metavar="N",
+                        help="bootstrap resamples (default 10000, from lab/scoring/paired.yaml)")
+    parser.add_argument("--db", default=None, help="DuckDB file of the store (default: <results>/lab.duckdb or $LAB_DB)")
+    parser.add_argument("--results", default=None, help="results folder of the store (default: results/)")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    kwargs = {}
+    if args.results:
+        kwargs["results_dir"] = Path(args.results)
+    if args.db:
+        kwargs["db_path"] = Path(args.db)
+    return Settings(**kwargs)
+
+
+def _load_file(ref: str, stack: ExitStack, opened: dict):
+    """A result file's run, imported into a store of its own in a temporary folder (the lab's store is
+    left alone)."""
+    from lab.store.importer import import_path, run_id_of
+    from lab.store.paired import load_run
+
+    path = Path(ref)
+    if "files" not in opened:
+        from lab.store.opening import open_store
+
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-compare-")))
+        (tmp / "results").mkdir()
+        opened["files"] = stack.enter_context(open_store(tmp / "lab.duckdb", tmp / "results"))
+    store = opened["files"]
+    report = import_path(store, path)
+    if report.failed:
+        name, why = report.failed[0]
+        raise LabError(why if why.startswith(name) else f"{ref}: {why}")
+    run_id = run_id_of(path.read_bytes())
+    if not store.rows("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
+        raise LabError(f"{ref}: a reference-likelihood file, not a run with answers; compare result files")
+    return load_run(store, run_id)
+
+
+def _published_path(ref: str, settings: Settings) -> str | None:
+    """The stored path of a published run named by `ref` (None: not a published run). LabError when it is
+    one that is not fetched yet."""
+    from lab.published.catalogue import load_catalogue
+    from lab.published.fetch import PUBLISHED_FOLDER, run_file, select_runs
+
+    try:
+        runs = select_runs(names=[ref], catalogue=load_catalogue())
+    except LabError:
+        return None
+    if len(runs) != 1:
+        return None
+    run = runs[0]
+    if not run_file(settings.results_dir, run).is_file():
+        raise LabError(f"published run {run.key} is not fetched yet: fetch it with "
+                       f"`python -m lab data published fetch {run.key}` (needs internet), then compare again")
+    return f"{PUBLISHED_FOLDER}/{run.key}.json"
+
+
+def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict):
+    from lab.store.equiv_fill import fill_run
+    from lab.store.paired import load_run
+    from lab.store.run_lookup import find_run
+
+    if "store" not in opened:
+        from lab.store.opening import open_store
+
+        opened["store"] = stack.enter_context(open_store(settings, fill_left_pending=False))
+    store = opened["store"]
+    run_id = find_run(store, ref, published_path=lambda: _published_path(ref, settings))
+    fill_run(store, run_id)  # a run whose equiv columns wait: filled now (a no-op when they are filled)
+    return load_run(store, run_id)
+
+
+def _gate_check(max_drop: float) -> None:
+    if not math.isfinite(max_drop) or max_drop < 0:
+        raise LabError(f"--max-drop {max_drop}: give a number of points ≥ 0")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.store.paired import compare_loaded, load_metrics, resample_setting
+
+    _gate_check(args.max_drop)
+    resamples = resample_setting(args.resamples)
+    settings = _settings(args)
+    with ExitStack() as stack:
+        opened: dict = {}
+        runs = []
+        for ref in (args.baseline, args.candidate):
+            if Path(ref).exists() and not Path(ref).is_file():  # a folder, a FIFO, a device: never read
+                raise LabError(f"{ref}: not a regular file; give a result JSON file, or a run of the store")
+            if Path(ref).is_file():
+                runs.append(_load_file(ref, stack, opened))
+            else:
+                runs.append(_load_stored(ref, settings, stack, opened))
+        comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
+    gated = comparison.get(args.metric)
+    spec = load_metrics()[args.metric]
+    if gated is None or gated.ci is None:
+        why = comparison.notes.get(args.metric) if gated is None else gated.note
+        raise LabError(f"cannot gate on {args.metric}: {why}")
+    failed = gated.worse_by_more_than(args.max_drop)
+    unit = "points" if spec.scale == 100 else ""
+    direction = "above +" if spec.lower_is_better else "below −"
+    bound = gated.low if spec.lower_is_better else gated.high
+    gate = {"metric": args.metric, "max_drop": args.max_drop, "failed": failed,
+            "reason": (f"the candidate is worse by more than {args.max_drop:g} {unit} with 95 % confidence (the "
+                       f"interval's {'lower' if spec.lower_is_better else 'upper'} end {bound:+.{spec.digits}f} is "
+                       f"{direction}{args.max_drop:g})") if failed else
+                      f"the candidate is not worse by more than {args.max_drop:g} {unit} with 95 % confidence"}
+    if args.json:
+        print(json.dumps({**comparison.to_dict(), "gate": gate}, indent=2, allow_nan=False, default=_no_nan))
+    else:
+        print(_table(comparison))
+        print(f"gate ({args.metric}, --max-drop {args.max_drop:g}): {'FAILED' if failed else 'passed'}: {gate['reason']}")
+    return EXIT_WORSE if failed else 0
+
+
+def _no_nan(value):  # pragma: no cover - json calls it only for objects it cannot encode
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _table(comparison) -> str:
+    from lab.store.paired import delta_text, load_metrics
+
+    a, b = comparison.baseline, comparison.candidate
+    lines = [f"baseline:  {a.label()}", f"candidate: {b.label()}", ""]
+    head = f"{'metric':<52} {'baseline':>9} {'candidate':>9}  {'Δ [95 % interval]':<28} {'verdict':<27} " \
+           f"{'steps':>5} {'improved':>8} {'regressed':>9} {'unchanged':>9}"
+    lines += [head, "-" * len(head)]
+    first = None
+    for name, diff in comparison.differences.items():
+        spec = load_metrics()[name]
+        if diff is None:
+            lines.append(f"{spec.label:<52} {'':>9} {'':>9}  {comparison.notes.get(name, 'not comparable')}")
+            continue
+        first = first or diff
+        if diff.ci is None:
+            lines.append(f"{spec.label:<52} {diff.baseline:>9.{spec.digits}f} {diff.candidate:>9.{spec.digits}f}  "
+                         f"{delta_text(diff, spec.digits)}")
+            continue
+        lines.append(f"{spec.label:<52} {diff.baseline:>9.{spec.digits}f} {diff.candidate:>9.{spec.digits}f}  "
+                     f"{delta_text(diff, spec.digits):<28} {diff.verdict:<27} {diff.steps:>5} {diff.improved:>8} "
+                     f"{diff.regressed:>9} {diff.unchanged:>9}")
+    if first is not None:
+        lines += ["", f"Δ = candidate − baseline over {first.steps} common steps of {first.tasks} tasks; 95 % intervals "
+                      f"from a paired bootstrap over tasks ({first.resamples} resamples, seed {first.seed}"
+                      f"{', sampled answers resampled within steps' if first.two_level else ''})."]
+    return "\n".join(lines)
+

@@ -1,0 +1,51 @@
+"""`python -m lab results series …`: place a run in a checkpoint series (the base model too), take it out,
+list the series, or show one against its first point with intervals (lab.store.series_stats)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab.store.db import Store
+
+
+def add_series_arguments(sub) -> None:
+    p = sub.add_parser("series", help="checkpoint series: place a run at a position, take it out, list, show")
+    act = p.add_subparsers(dest="series_command", required=True)
+    join = act.add_parser("join", help="place RUN (run id or name) in SERIES at a position (the base model: 0)")
+    join.add_argument("run", metavar="RUN")
+    join.add_argument("series", metavar="SERIES")
+    join.add_argument("--at", required=True, metavar="N", help="position: checkpoint step or epoch (whole number)")
+    join.add_argument("--epoch", action="store_true", help="the position is an epoch, not a checkpoint step")
+    leave = act.add_parser("leave", help="take RUN's placement away (its name or the catalogue give its series again)")
+    leave.add_argument("run", metavar="RUN")
+    act.add_parser("list", help="the series of the store and their runs in order")
+    show = act.add_parser("show", help="SERIES point by point against its first point (CSV)")
+    show.add_argument("series", metavar="SERIES")
+
+
+def run_series(store: Store, args: argparse.Namespace) -> int:
+    from lab.store.run_lookup import find_run
+    from lab.store.series import series_frame
+    from lab.store.series_members import join_series, leave_series
+
+    cmd = args.series_command
+    if cmd == "join":
+        series, x, kind = join_series(store, find_run(store, args.run), args.series, args.at,
+                                      "epoch" if args.epoch else "checkpoint step")
+        print(f"placed in {series} at {kind} {x}")
+        return 0
+    if cmd == "leave":
+        print("taken out" if leave_series(store, find_run(store, args.run)) else "it had no placement")
+        return 0
+    if cmd == "list":
+        frame = series_frame(store)
+        frame[["series", "x_kind", "x", "name", "run_id", "score", "ref_nll"]].to_csv(sys.stdout, index=False)
+        return 0
+    from lab.store.series_stats import adjustment_note, series_stats, series_table
+
+    stats = series_stats(store, args.series)
+    series_table(stats).to_csv(sys.stdout, index=False)
+    print(f"# {adjustment_note(stats)}")
+    for note in stats.notes:
+        print(f"# {note}")
+    return 0

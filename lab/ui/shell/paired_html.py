@@ -1,0 +1,41 @@
+"""A paired comparison (lab.store.paired.RunComparison) as HTML: the verdict line for the score and a small
+table of every metric's difference with its 95 % interval and the steps improved, regressed and unchanged.
+Triage's baseline vs candidate and Compare's stored columns show the same block."""
+from __future__ import annotations
+
+from lab.ui.shell.html_text import esc
+
+VERDICT_CLASS = {"better": "lab-pair-better", "worse": "lab-pair-worse"}
+
+
+def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "") -> str:
+    """The block for one baseline/candidate pair (`comparison` from lab.store.paired)."""
+    from lab.store.paired import delta_text, load_metrics, summary_line
+
+    metrics = load_metrics()
+    head = comparison.get(headline_metric)
+    verdict = head.verdict if head is not None and head.ci is not None else "no interval"
+    rows = []
+    for name, diff in comparison.differences.items():
+        spec = metrics[name]
+        if diff is None:
+            rows.append(f'<tr data-metric="{esc(name)}"><td>{esc(spec.label)}</td><td colspan="6" class="lab-muted">'
+                        f'{esc(comparison.notes.get(name, "not comparable"))}</td></tr>')
+            continue
+        shown = diff.verdict if diff.ci is not None else diff.note
+        rows.append(
+            f'<tr data-metric="{esc(name)}"><td>{esc(spec.label)}</td><td>{diff.baseline:.{spec.digits}f}</td>'
+            f'<td>{diff.candidate:.{spec.digits}f}</td><td class="lab-pair-delta">{esc(delta_text(diff, spec.digits))}</td>'
+            f'<td class="{VERDICT_CLASS.get(diff.verdict, "")}">{esc(shown)}</td>'
+            f'<td>{diff.improved} / {diff.regressed} / {diff.unchanged}</td><td>{diff.steps}</td></tr>')
+    id_attr = f' id="{esc(elem_id)}"' if elem_id else ""
+    return (
+        f'<div class="lab-pair"{id_attr} data-verdict="{esc(verdict)}">'
+        f'<div class="lab-pair-title"><b>{esc(comparison.candidate.name)}</b> vs baseline '
+        f'<b>{esc(comparison.baseline.name)}</b></div>'
+        f'<div class="lab-pair-line">{esc(summary_line(comparison, headline_metric))}</div>'
+        '<table class="lab-pair-table"><thead><tr><th>metric</th><th>baseline</th><th>candidate</th>'
+        '<th>Δ [95 % interval]</th><th>verdict</th><th>improved / regressed / unchanged</th><th>steps</th></tr>'
+        f'</thead><tbody>{"".join(rows)}</tbody></table>'
+        '<div class="lab-muted">Δ = candidate − baseline over the steps both answered; the interval resamples '
+        'tasks (a task\'s steps move together), so one step never decides the verdict.</div></div>')

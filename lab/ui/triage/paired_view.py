@@ -1,0 +1,17 @@
+"""Triage's baseline vs candidate: the run-level comparison with its intervals above the step table, and
+the tasks that carry the difference (lab.store.paired)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from lab.ui.shell.context import LabContext
+from lab.ui.shell.paired_html import comparison_html
+
+
+def paired_view(ctx: LabContext, baseline: str, candidate: str) -> tuple[str, pd.DataFrame]:
+    """(header HTML, per-task shares of the score difference) for two stored runs (LabError passes up)."""
+    from lab.store.paired import compare_runs, task_breakdown
+
+    with ctx._store_lock:
+        comparison = compare_runs(ctx.store, baseline, candidate)
+    return comparison_html(comparison, elem_id="triage-pair"), task_breakdown(comparison, "score")
