@@ -12,15 +12,15 @@ def add_series_arguments(sub) -> None:
     p = sub.add_parser("series", help="checkpoint series: place a run at a position, take it out, list, show")
     act = p.add_subparsers(dest="series_command", required=True)
     join = act.add_parser("join", help="place RUN (run id or name) in SERIES at a position (the base model: 0)")
-    join.add_argument("run", metavar="RUN")
-    join.add_argument("series", metavar="SERIES")
+    join.add_argument("run", metavar="RUN", help="the run: its id or name (python -m lab results list)")
+    join.add_argument("series", metavar="SERIES", help="the series name (new or existing)")
     join.add_argument("--at", required=True, metavar="N", help="position: checkpoint step or epoch (whole number)")
     join.add_argument("--epoch", action="store_true", help="the position is an epoch, not a checkpoint step")
     leave = act.add_parser("leave", help="take RUN's placement away (its name or the catalogue give its series again)")
-    leave.add_argument("run", metavar="RUN")
+    leave.add_argument("run", metavar="RUN", help="the run: its id or name")
     act.add_parser("list", help="the series of the store and their runs in order")
     show = act.add_parser("show", help="SERIES point by point against its first point (CSV)")
-    show.add_argument("series", metavar="SERIES")
+    show.add_argument("series", metavar="SERIES", help="the series name (python -m lab results series list)")
 
 
 def run_series(store: Store, args: argparse.Namespace) -> int:

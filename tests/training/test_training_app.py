@@ -53,10 +53,12 @@ def test_a_running_lab_shows_checkpoints_as_they_are_saved(tiny_model_dir, tmp_p
         page.locator("#lab-plot-pick input").click()
         page.get_by_role("option", name="published_series", exact=True).click()
         plot = page.locator("#lab-results-plot .js-plotly-plot")
-        expect(plot.locator(".scatterlayer .point")).to_have_count(2)
+        # one series in the store: its score by checkpoint, and under it each point's Δ from the first
+        expect(plot.locator(".scatterlayer .point")).to_have_count(4)
         traces = page.evaluate("""() => { const gd = document.querySelector('#lab-results-plot .js-plotly-plot');
-                                  return gd.calcdata.map(c => [c[0].trace.name, c.map(p => p.x)]); }""")
-        assert traces == [["sft-app (checkpoint step)", [2, 4]]], traces
+                                  return gd.calcdata.map(c => [c[0].trace.meta, c.map(p => p.x)]); }""")
+        assert traces == [["score", [2, 4]], ["delta", [2, 4]]], traces
+        expect(plot).to_contain_text("sft-app")
         page.screenshot(path=str(tmp_path / "training-series.png"), full_page=True)
         browser.close()
     log = (tmp_path / "app.log").read_text(errors="replace")
