@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import shlex
-from functools import lru_cache
 from typing import Iterator
 
 import bashlex
 from bashlex import ast
 
-PARSE_CACHE = 1 << 16
+from lab.scoring.equiv.cache import SizedCache
+
+# Parsed units kept, by the characters of their text: a parse tree holds about 90 bytes a character,
+# so this is about 100 MB at most (an entry count let a hostile server's long units take gigabytes).
+PARSE_CACHE_CHARS = 1 << 20
+_parsed = SizedCache(PARSE_CACHE_CHARS)
 # Characters with no grammar of their own in bash (no quoting, expansion, operator, brace
 # expansion or comment): a unit made only of these is its whitespace-separated words, so the
 # rules need no parser for it. Globs (*?[]) stay words; `~` is handled by the cd rule itself.
@@ -39,10 +43,13 @@ def plain_words(text: str) -> list[str] | None:
     return text.split()
 
 
-@lru_cache(maxsize=PARSE_CACHE)
 def parse_unit(text: str) -> ast.node | None:
     """The single top-level bashlex node of `text`, or None (empty, several, or a parse error:
-    heredoc openers, arithmetic, unbalanced quotes, prose …)."""
+    heredoc openers, arithmetic, unbalanced quotes, prose …); cached by text."""
+    return _parsed.get_or_make(text, lambda: _parse_unit(text), len(text))
+
+
+def _parse_unit(text: str) -> ast.node | None:
     if not text.strip():
         return None
     nodes = _parse(text)
@@ -108,8 +115,10 @@ def source_of(text: str, node: ast.node) -> str:
 
 
 def replace_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
-    """`text` with each (start, end) span replaced, spans given in any order, not overlapping."""
-    out = text
-    for start, end, new in sorted(spans, reverse=True):
-        out = out[:start] + new + out[end:]
-    return out
+    """`text` with each (start, end) span replaced, spans given in any order, not overlapping
+    (joined once: a unit with thousands of quoted words is not copied once per word)."""
+    pieces, at = [], 0
+    for start, end, new in sorted(spans):
+        pieces += [text[at:start], new]
+        at = end
+    return "".join(pieces) + text[at:]
