@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from lab.data.step import Step
 from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
@@ -51,8 +53,10 @@ def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: 
         df = None
     if df is None or df.empty:
         return ReferenceNll(why="no score-reference run of this model for this step")
-    row = df.iloc[0]
-    return ReferenceNll(float(row["ref_nll_per_token"]), int(row["ref_tokens"]), "score-reference run")
+    nll, tokens = df.iloc[0]["ref_nll_per_token"], df.iloc[0]["ref_tokens"]
+    if pd.isna(nll) or pd.isna(tokens):  # a store written before the importer refused such rows
+        return ReferenceNll(why="the score-reference run of this model recorded no NLL per token for this step")
+    return ReferenceNll(float(nll), int(tokens), "score-reference run")
 
 
 def render_reference_nll(ref: ReferenceNll | None) -> str:
