@@ -171,3 +171,31 @@ def test_importing_three_steps_of_flag_letters_is_quick(tmp_path):
     out = run_lab_cli(["results", "--db", str(db), "--results", str(results), "sql",
                        "SELECT count(*) FROM steps WHERE equiv_f1 IS NOT NULL AND equiv_skipped IS NULL"])
     assert out.stdout.split()[1:] == ["3"], out.stdout + out.stderr
+
+
+def test_a_generate_whose_server_answers_8000_flag_letters_is_quick(tiny_model_dir, tmp_path):
+    """A visitor's OpenAI-compatible server answering `ls -` and 8,000 `l` made one Generate take 347 s.
+    The server here is a real HTTP server on loopback (tests/engines/hostile_openai.py)."""
+    from lab.settings import Settings
+    from lab.ui.app import create_context
+    from lab.ui.compare.compare_tab import generate_views
+    from tests.engines.hostile_openai import HostileAnswer, hostile_openai
+
+    letters = "ls -" + "l" * 8000
+    text = json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": letters + "\n", "duration": 0.1}]})
+    settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache",
+                        replay_path=str(EXCERPT))
+    with hostile_openai(str(tiny_model_dir), HostileAnswer(text=text)) as url:
+        ctx = create_context(settings, [f"openai:{url}#{tiny_model_dir}?retries=0"], open_db=False)
+        try:
+            ctx.pool.wait()
+            key = ctx.replay.steps[0].key
+            started = time.monotonic()
+            *_, views = generate_views(ctx, key)
+            took = time.monotonic() - started
+        finally:
+            ctx.pool.close_all()
+    [view] = views
+    assert view.state == "ready" and view.pred_units == [letters], view.error
+    assert view.equiv is not None and view.equiv.skipped is None and view.equiv.f1 is not None
+    assert took < 30, took
