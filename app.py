@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     from lab.settings import Settings
 
     install_exit_handlers()  # Ctrl-C, SIGTERM or exit: no model server outlives the lab
+    from lab.sweep.leftovers import remove_orphans
+
+    remove_orphans()  # folders of sweep actors killed outright on this machine (their driver killed)
     from lab.ui.app import (build_app, create_context, launch_options, launch_problem, opening_message,
                             startup_report)
     from lab.ui.shell.public import exposure_problem, queue_options
