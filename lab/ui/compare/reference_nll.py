@@ -9,7 +9,7 @@ import pandas as pd
 
 from lab.data.step import Step
 from lab.ui.shell.context import EngineEntry, LabContext
-from lab.ui.shell.html_text import esc
+from lab.ui.shell.html_text import esc, fmt
 
 NOT_RECORDED = "not recorded"
 
@@ -69,4 +69,4 @@ def render_reference_nll(ref: ReferenceNll | None) -> str:
                 f'<span>ref NLL/tok</span><b class="lab-muted">{NOT_RECORDED}</b></div>')
     title = f"the reference answer's {ref.tokens} tokens under this engine ({ref.source}); lower is likelier"
     return (f'<div class="lab-metric lab-ref-nll" data-metric="ref NLL/tok" title="{esc(title)}">'
-            f'<span>ref NLL/tok</span><b>{ref.nll_per_token:.3f}</b></div>')
+            f'<span>ref NLL/tok</span><b>{fmt(ref.nll_per_token, 3)}</b></div>')
