@@ -11,15 +11,13 @@ import time
 import pytest
 
 from lab.sweep.leftovers import PREFIX, keep, remove_orphans
+from tests.sweep.helpers_ray import wait_until
 from tests.helpers_app import lab_env, run_lab_cli
 
 
-def wait_until(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
+def gone(predicate) -> bool:
+    """Whether `predicate` comes to hold within 20 s."""
+    wait_until(predicate, timeout=20, every=0.1)
     return predicate()
 
 
@@ -42,7 +40,7 @@ def test_the_keeper_removes_the_folder_when_its_actor_is_killed(actor, tmp_path)
     assert folder.is_dir()  # kept while the actor runs
     actor.kill()  # kill -9, as Ray ends a killed driver's actors
     actor.wait()
-    assert wait_until(lambda: not folder.exists()), "the actor's folder outlived it"
+    assert gone(lambda: not folder.exists()), "the actor's folder outlived it"
 
 
 def test_the_keeper_ends_when_the_actor_removes_its_folder_itself(actor, tmp_path):
@@ -55,9 +53,9 @@ def test_the_keeper_ends_when_the_actor_removes_its_folder_itself(actor, tmp_pat
     def keepers() -> list:
         return [p for p in psutil.process_iter(["cmdline"]) if str(folder) in " ".join(p.info["cmdline"] or [])]
 
-    assert wait_until(lambda: len(keepers()) == 1)
+    assert gone(lambda: len(keepers()) == 1)
     folder.rmdir()  # a normal close
-    assert wait_until(lambda: not keepers()), "the keeper outlived the folder"
+    assert gone(lambda: not keepers()), "the keeper outlived the folder"
     assert actor.poll() is None  # and never touched the actor
 
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.sweep.helpers_ray import end_nodes, start_node, wait_alive
+from tests.sweep.helpers_ray import end_nodes, start_node, wait_alive, wait_until
 from tests.helpers_servers import free_port
 from tests.paths import EXCERPT
 from tests.sweep.test_sweep_ray import ROOT, env_for, same_run, servers_of
@@ -173,12 +173,8 @@ def test_a_killed_driver_leaves_no_actor_and_no_actor_folder(cluster, tiny_model
         assert checkpoint.read_text().count('"row"') < 4, "the sweep finished before its driver was killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        t_killed = time.perf_counter()
-        deadline = time.time() + 60
-        while (lab_sweep_folders(cluster) or servers_of(tiny_model_dir)
-               or any(n.runs("ray::EngineWorker") for n in cluster.nodes[1:])) and time.time() < deadline:
-            time.sleep(0.5)
-        gone_in = time.perf_counter() - t_killed
+        gone_in = wait_until(lambda: not (lab_sweep_folders(cluster) or servers_of(tiny_model_dir) or any(
+            n.runs("ray::EngineWorker") for n in cluster.nodes[1:])), timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
