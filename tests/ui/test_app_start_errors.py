@@ -67,7 +67,8 @@ def test_a_port_in_use_and_a_host_not_here_are_one_line_each(tmp_path):
     assert done.stderr.splitlines()[-1].endswith("(--port N, --host ADDRESS)")
 
 
-@pytest.mark.parametrize("host,beyond", [("127.0.0.1", False), ("localhost", False), ("::1", False), ("[::1]", False),
+@pytest.mark.parametrize("host,beyond", [("127.0.0.1", False), ("localhost", False), ("::1", False), ("[::1]", False), ("::ffff:127.0.0.1", False), ("127.1", False),
+                                         ("0", True),
                                          ("0.0.0.0", True), ("::", True), ("192.0.2.10", True)])
 def test_which_hosts_serve_beyond_this_machine(host, beyond):
     from lab.ui.shell.public import reaches_beyond_this_machine

@@ -57,7 +57,7 @@ def reaches_beyond_this_machine(host: str) -> bool:
             addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in socket.getaddrinfo(name, None)}
         except (OSError, UnicodeError, ValueError):
             return False
-    return any(not a.is_loopback for a in addresses)
+    return any(not (getattr(a, "ipv4_mapped", None) or a).is_loopback for a in addresses)
 
 
 def exposure_problem(host: str, settings: Settings) -> str | None:
