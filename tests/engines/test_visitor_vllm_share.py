@@ -79,10 +79,10 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
     results = make_results_dir(tmp_path)
     model = results / "models" / "tiny"  # a visitor's model lies in the data folders (or is a Hub id)
     shutil.copytree(vllm_model_dir, model)
-    common = "dtype=float32&max_model_len=16384&max_tokens=4"
+    common = "max_model_len=16384&max_tokens=4"  # what a visitor may set (visitor_options.yaml)
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
                         cache_dir=tmp_path / "cache", replay_path=str(EXCERPT), public=True, allow_engine_loading=True)
-    ctx = create_context(settings, [f"vllm:{model}?{common}&enforce_eager=true&kv_cache_gb=1&name=owner"], open_db=False)
+    ctx = create_context(settings, [f"vllm:{model}?{common}&dtype=float32&kv_cache_gb=1&name=owner"], open_db=False)
 
     def as_visitor(session: str, host: str):
         return LocalContext.request.set(gr.Request(session_hash=session, client=types.SimpleNamespace(host=host)))
@@ -94,7 +94,7 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
             assert ctx.pool.get(a).kv_cache_gb == 1.0
             with pytest.raises(LabError, match=r"may hold 1 GiB of RAM for KV caches \(25% of the lab's budget of 4\)"):
                 ctx.add_engine(f"vllm:{model}?{common}&name=second")
-            ctx.pool.wait([a], timeout=900)
+            ctx.pool.wait(timeout=900)  # the owner's server, then the visitor's (one starts at a time)
             *_, views = generate_views(ctx, ctx.replay.steps[0].key)
             mine = next(v for v in views if v.name == a)
             assert mine.state == "ready" and mine.completion_tokens, mine.error
