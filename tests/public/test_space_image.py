@@ -131,7 +131,7 @@ def test_without_space_id_the_image_is_public_and_the_owner_opts_out(space):
     with space_container(build.tag, space=False) as plain:
         header = component(config_of(plain.url), "lab-header")["props"]["value"]
         assert "public (model engines off)" in header, header
-        html = visitor(plain.url).predict(["reference"], [], [], [], False, "from-a-visitor", api_name="/run_batch")
+        html = visitor(plain.url).predict([], [], [], [], False, "from-a-visitor", api_name="/run_batch")  # no engine here
         assert "Batch runs are off on this public deployment" in str(html)
     with space_container(build.tag, space=False, env={"LAB_PUBLIC": "0"}) as owners:
         header = component(config_of(owners.url), "lab-header")["props"]["value"]
