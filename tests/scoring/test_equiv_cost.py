@@ -199,3 +199,19 @@ def test_a_generate_whose_server_answers_8000_flag_letters_is_quick(tiny_model_d
     assert view.state == "ready" and view.pred_units == [letters], view.error
     assert view.equiv is not None and view.equiv.skipped is None and view.equiv.f1 is not None
     assert took < 30, took
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("unit", ["`}'${'`", "ls `}'${'` && cd x", "echo $(cat `}'${'`)", "a=`}'${'`; ls -la"])
+def test_a_unit_the_shell_parser_loops_on_is_left_to_no_rule(unit):
+    """bashlex never returns on `` `}'${'` `` (found by fuzzing equiv with shell characters), its memory
+    growing: a visitor's server answering it hung a Generate and took the machine's memory. Units with a
+    substitution are parsed under a budget of calls; this one is left as written."""
+    from lab.scoring.equiv.shell import parse_unit
+
+    started = time.process_time()
+    assert parse_unit(unit) is None
+    step = equiv_step([unit, "ls -al"], ["ls -la"], APP)
+    assert step.metrics is not None and step.metrics.f1 >= 0.5
+    assert time.process_time() - started < 10
+    assert parse_unit("echo $(ls -la) ${HOME} `date`").kind == "command"  # a real one still parses

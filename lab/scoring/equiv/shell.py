@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import shlex
+import sys
+import time
 from typing import Iterator
 
 import bashlex
@@ -62,11 +64,49 @@ def _parse_unit(text: str) -> ast.node | None:
     return nodes[0]
 
 
+# Command and parameter substitutions: bashlex parses their text again, and there it can loop for good,
+# its memory and each turn's work growing (`` `}'${'` `` never returns). A unit holding one is parsed
+# under a budget of Python calls (real units need about 8-40 a character) and of seconds; past either
+# the unit is left to no rule, as one bashlex cannot parse.
+NESTED = ("`", "$(", "${")
+CALLS_PER_CHAR, BASE_CALLS = 50, 2_000  # the published runs' units: at most 24 a character, 1,894 in all
+SECONDS_PER_CHAR, BASE_SECONDS = 0.0005, 1.0
+CHECK_EVERY = 256  # calls between looks at the clock
+
+
+class _OverBudget(Exception):
+    """bashlex called more functions than any parse of this text needs: it loops."""
+
+
 def _parse(text: str) -> list | None:
     try:
+        if any(n in text for n in NESTED):
+            return _bounded(bashlex.parse, text, BASE_CALLS + CALLS_PER_CHAR * len(text),
+                            BASE_SECONDS + SECONDS_PER_CHAR * len(text))
         return bashlex.parse(text)
-    except Exception:  # bashlex raises ParsingError, NotImplementedError, IndexError, …
+    except Exception:  # bashlex raises ParsingError, NotImplementedError, IndexError, …; _OverBudget
         return None
+
+
+def _bounded(parse, text: str, budget: int, seconds: float):
+    """`parse(text)`, stopped with _OverBudget after `budget` Python calls or `seconds` (in this thread
+    only; the profiler in place before, e.g. a benchmark's, is put back)."""
+    calls = 0
+    before = sys.getprofile()
+    deadline = time.monotonic() + seconds
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event == "call":
+            calls += 1
+            if calls > budget or (calls % CHECK_EVERY == 0 and time.monotonic() > deadline):
+                raise _OverBudget(text[:40])
+
+    sys.setprofile(count)
+    try:
+        return parse(text)
+    finally:
+        sys.setprofile(before)
 
 
 def _parse_heredoc_opener(text: str) -> list | None:
