@@ -131,8 +131,10 @@ def test_without_space_id_the_image_is_public_and_the_owner_opts_out(space):
     with space_container(build.tag, space=False) as plain:
         header = component(config_of(plain.url), "lab-header")["props"]["value"]
         assert "public (model engines off)" in header, header
-        html = visitor(plain.url).predict([], [], [], [], False, "from-a-visitor", api_name="/run_batch")  # no engine here
-        assert "Batch runs are off on this public deployment" in str(html)
+        config = config_of(plain.url)
+        assert "Batch runs are off on this public deployment" in json.dumps(config)  # the tab says so …
+        _, lines = call(visitor(plain.url), [], [], [], [], False, "from-a-visitor", api_name="/run_batch")
+        assert any("Batch runs are off on this public deployment" in line for line in lines), lines  # … and refuses
     with space_container(build.tag, space=False, env={"LAB_PUBLIC": "0"}) as owners:
         header = component(config_of(owners.url), "lab-header")["props"]["value"]
         assert "· local</span>" in header and "public" not in header, header
