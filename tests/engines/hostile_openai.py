@@ -24,6 +24,7 @@ class HostileAnswer:
     logprobs: Callable[[int, str], Any] | None = None  # (chunk index, chunk text) -> the chunk's logprobs
     pieces: int = 3
     prompt_logprobs: Callable[[list[int]], Any] | None = None
+    usage: dict | None = None  # the last chunk's `usage`, as sent (default: counts of this answer)
     bodies: list[dict] = field(default_factory=list)  # every completion request received
 
 
@@ -75,9 +76,9 @@ def _handler(model: str, answer: HostileAnswer) -> type:
                 if asked and answer.logprobs is not None:
                     choice["logprobs"] = answer.logprobs(i, piece)
                 self._event({"id": "c", "object": "text_completion", "created": 0, "model": model, "choices": [choice]})
+            usage = answer.usage or {"prompt_tokens": 7, "completion_tokens": len(texts), "total_tokens": 7 + len(texts)}
             self._event({"id": "c", "object": "text_completion", "created": 0, "model": model,
-                         "choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 7, "completion_tokens": len(texts), "total_tokens": 7 + len(texts)}})
+                         "choices": [{"index": 0, "text": "", "finish_reason": "stop"}], "usage": usage})
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 

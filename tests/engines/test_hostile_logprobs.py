@@ -170,3 +170,18 @@ def test_a_stored_run_of_10000_alternatives_a_token_shows_k_of_them(tmp_path):
         ctx.pool.close_all()
     assert 'class="lab-tok' in html and "alt19" in html and "alt20" not in html
     assert len(html.encode("utf-8")) < 300_000  # was 27 MB
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "many", "completion_tokens": -3},
+                                   {"prompt_tokens": 10 ** 400, "completion_tokens": 2 ** 40},
+                                   {"prompt_tokens": [1], "completion_tokens": {"n": 1}}])
+def test_a_servers_token_counts_that_are_no_counts_are_not_recorded(tiny_model_dir, step, usage):
+    """Counts a result file could not take into the store (`results import` refused the whole run) are left
+    out: the lab counts the answer's tokens itself, and the run imports."""
+    from lab.store.records import steps_table
+
+    result = answer_one(tiny_model_dir, step, HostileAnswer(logprobs=good_logprobs, usage=usage))
+    row = result.per_step
+    assert isinstance(row["completion_tokens"], int) and 0 < row["completion_tokens"] < 2 ** 31
+    assert row["prompt_tokens"] is None or 0 < row["prompt_tokens"] < 2 ** 31
+    assert steps_table("r", [row], "r").num_rows == 1  # the store takes the row

@@ -58,7 +58,7 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
                 stop_reason = choice.stop_reason if type(choice.stop_reason) is int else short_text(choice.stop_reason)
     end = time.perf_counter()
     text = without_lone_surrogates("".join(texts))
-    completion_tokens = getattr(usage, "completion_tokens", None)
+    completion_tokens = token_count(getattr(usage, "completion_tokens", None))
     if completion_tokens is None and token_ids:
         completion_tokens = len(token_ids)
     if completion_tokens is None and tokenizer is not None:
@@ -69,13 +69,18 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
         finish_reason=finish_reason,
         stop_reason=stop_reason,
         token_ids=token_ids,
-        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        prompt_tokens=token_count(getattr(usage, "prompt_tokens", None)),
         completion_tokens=completion_tokens,
         ttft_s=(first - start) if first is not None else None,
         latency_s=end - start,
         logprobs=recorded if seen_logprobs else None,
         logprobs_error=logprobs_error,
     )
+
+
+def token_count(value: object) -> int | None:
+    """A server's token count when it is one (a whole number a result file and the store can hold), else None."""
+    return value if type(value) is int and 0 <= value < 2**31 else None
 
 
 def short_text(value: object, limit: int = 200) -> str:
