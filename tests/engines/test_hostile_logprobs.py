@@ -103,7 +103,7 @@ def test_replay_cli_with_a_lone_surrogate_key_writes_the_whole_run(tiny_model_di
         out = lab_cli("replay", "--replay", str(EXCERPT), "--engine", f"openai:{url}#{tiny_model_dir}?retries=0",
                       "--out", str(tmp_path), "--limit", "2", "--name", "hostile")
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.json"]  # no checkpoint left behind
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["hostile.json"]  # no checkpoint
     rows = json.loads((tmp_path / "hostile.json").read_text(encoding="utf-8"))["per_step"]
     assert len(rows) == 2 and all(r["logprobs"] is None and "lone UTF-16 surrogate" in r["logprobs_error"] for r in rows)
     assert all(r["pred_command_units"] == ["ls -la"] for r in rows)
@@ -118,7 +118,7 @@ def test_score_reference_cli_with_a_400_digit_log_probability_says_why(tiny_mode
                       "--out", str(tmp_path), "--limit", "2", "--name", "hostile")
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert "0 of 2 steps scored" in out.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.reference.json"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["hostile.reference.json"]
     rows = json.loads((tmp_path / "hostile.reference.json").read_text(encoding="utf-8"))["per_step"]
     assert all(r["ref_logprob"] is None and r["error"] == "the server's log-probability of reference token 0 is an "
                "integer of 1,329 bits, past any float" for r in rows), rows[0]["error"]
