@@ -62,3 +62,26 @@ def test_a_stored_columns_tooltip_names_the_replay_as_the_header_does(tmp_path):
     finally:
         ctx.pool.close_all()
     assert str(EXCERPT) not in badge and f"on the loaded replay ({display_path(EXCERPT, settings)})" in badge, badge
+
+
+@pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
+def test_adding_a_legacy_run_names_the_legacy_replay_as_the_header_does(tmp_path, monkeypatch):
+    from lab.security.paths import display_path
+    from lab.ui.app import create_context
+    from lab.ui.compare.run_picker import scorer_note
+    from tests.helpers_store import make_results_dir
+    from tests.ui.test_legacy_column import write_legacy_run
+
+    results = make_results_dir(tmp_path)
+    write_legacy_run(results / "runs" / "old.json")
+    monkeypatch.setenv("LAB_LEGACY_REPLAY", str(EXCERPT))
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
+                        cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, [])
+    try:
+        run_id = ctx.query("SELECT run_id FROM runs WHERE path = 'runs/old.json'")["run_id"].iloc[0]
+        note = scorer_note(ctx, run_id)
+    finally:
+        ctx.pool.close_all()
+        ctx.store.close()
+    assert f"({display_path(EXCERPT, settings)})" in note and str(EXCERPT) not in note, note
