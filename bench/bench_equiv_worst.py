@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.equiv_shapes import SHAPES  # noqa: E402
+from bench.record import Record  # noqa: E402
 from lab.scoring.equiv import EquivContext, equiv_batch, equiv_step  # noqa: E402
 from lab.scoring.equiv import pipeline as equiv_pipeline  # noqa: E402
 from lab.scoring.equiv import score as equiv_score  # noqa: E402
@@ -25,6 +26,7 @@ from lab.scoring.metrics import score_batch  # noqa: E402
 from lab.scoring.tokens import clear_caches  # noqa: E402
 
 CONTEXT = EquivContext("/app", "/root")
+BOUND_US_PER_CHAR = 100  # what tests/scoring/test_equiv_cost.py allows a step at the limits
 
 
 def clear_equiv_caches() -> None:
@@ -61,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="20x2500,20x10000,300x666", help="COUNTxLENGTH,… (units a side x characters a unit)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names from bench/equiv_shapes.py")
     args = ap.parse_args(argv)
+    record = Record("bench_equiv_worst", packages=("bashlex",), argv=list(sys.argv[1:] if argv is None else argv))
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    record.setting(sizes=args.sizes, shapes=args.shapes.split(","))
     print(f"{'shape':<26}{'size':>10}{'chars':>9}{'step ms':>9}{'batch ms':>9}{'harness ms':>11}{'us/char':>8}  equiv")
     worst = 0.0
     for shape in args.shapes.split(","):
@@ -71,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(worst, per_char)
             print(f"{shape:<26}{f'{count}x{length}':>10}{r['chars']:>9,}{1000 * r['step_s']:>9.0f}{1000 * r['batch_s']:>9.0f}"
                   f"{1000 * r['harness_s']:>11.0f}{per_char:>8.1f}  {r['skipped'] or 'normalised'}", flush=True)
+            note = f"{r['chars']:,} characters; harness {1000 * r['harness_s']:.0f} ms; {r['skipped'] or 'normalised'}"
+            record.figure(f"{shape}, {count} x {length}: equiv_step (Compare) / equiv_batch (the fill)",
+                          1000 * max(r["step_s"], r["batch_s"]), "ms", note=note)
     print(f"worst: {worst:.1f} us a character of the step")
+    record.figure("worst cost a character of a step, every shape and size", worst, "us")
+    record.check(f"every step costs at most {BOUND_US_PER_CHAR} us a character", worst <= BOUND_US_PER_CHAR)
+    record.write()
     return 0
 
 

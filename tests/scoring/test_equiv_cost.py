@@ -15,7 +15,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bench.bench_equiv_worst import clear_equiv_caches
+from bench.bench_equiv_worst import BOUND_US_PER_CHAR, clear_equiv_caches
 from bench.equiv_shapes import SHAPES
 from lab.scoring.equiv import SKIPPED, EquivContext, equiv_batch, equiv_step, load_config, skip_reason
 from lab.scoring.equiv.rules_shell import (
@@ -119,7 +119,7 @@ def test_a_step_at_the_limits_costs_a_small_multiple_of_its_length(count, length
         units = SHAPES[shape](count, length)
         chars = 2 * sum(map(len, units))
         took = cold_cost(units)
-        assert took <= 100e-6 * chars, (shape, took, chars)
+        assert took <= BOUND_US_PER_CHAR * 1e-6 * chars, (shape, took, chars)
 
 
 def test_cd_paths_that_grow_past_the_limits_say_skipped():
