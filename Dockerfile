@@ -22,9 +22,13 @@ RUN if [ "$VLLM" = "1" ]; then \
       && rm -rf /var/lib/apt/lists/*; \
     fi
 RUN python3 -m venv /opt/venv
+# The container serves on every interface (a Space's proxy, `docker run -p` reach it there), so it is a
+# public deployment by default: visitors browse and compare, and cannot run Batch, sweeps or read paths
+# (docs/security.md). The owner's own lab in a container is an explicit choice: `-e LAB_PUBLIC=0`.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GRADIO_SERVER_NAME=0.0.0.0 \
+    LAB_PUBLIC=1 \
     PORT=7860 \
     LAB_CACHE_DIR=/data/cache \
     HF_HOME=/data/hf \

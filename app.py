@@ -46,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     from lab.settings import Settings
 
     install_exit_handlers()  # Ctrl-C, SIGTERM or exit: no model server outlives the lab
+    from lab.sweep.leftovers import remove_orphans
+
+    remove_orphans()  # folders of sweep actors killed outright on this machine (their driver killed)
     from lab.ui.app import (build_app, create_context, launch_options, launch_problem, opening_message,
                             startup_report)
+    from lab.ui.shell.public import exposure_problem, queue_options
 
     overrides = {}
     if args.results:
@@ -58,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides["ray_address"] = args.ray
     try:
         settings = Settings(**overrides)
+        problem = exposure_problem(args.host, settings)  # the owner's lab is not served to the network by default
+        if problem:
+            raise SystemExit(f"error: {problem}")
         print(opening_message(settings), file=sys.stderr, flush=True)
         ctx = create_context(settings, args.engine)
     except OSError as exc:  # a results folder that is a file, or cannot be made or written
@@ -66,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     for line in startup_report(ctx):
         print(line, file=sys.stderr)
     demo = build_app(ctx)
-    from lab.ui.shell.public import queue_options
-
     demo.queue(**queue_options(settings))
     try:
         demo.launch(server_name=args.host, server_port=args.port, **launch_options())

@@ -76,6 +76,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    from lab.sweep.leftovers import remove_orphans
+
+    remove_orphans()  # folders of sweep actors killed outright on this machine (their driver killed)
     if args.command in STARTS_SERVERS:
         from lab.engines.servers import install_exit_handlers
 

@@ -128,11 +128,13 @@ class Container:
 
 
 @contextmanager
-def space_container(tag: str = TAG, env: dict[str, str] | None = None, timeout: float = 420.0) -> Iterator[Container]:
-    """Run the image as a Space runs it: SPACE_ID set, uid 1000, PORT a free port (on 127.0.0.1 here, since
-    the container shares the host's network); yields once the page answers; the container is removed after."""
+def space_container(tag: str = TAG, env: dict[str, str] | None = None, timeout: float = 420.0,
+                    space: bool = True) -> Iterator[Container]:
+    """Run the image as a Space runs it: SPACE_ID set (`space=False`: as `docker run IMAGE` would, without
+    it), uid 1000, PORT a free port (on 127.0.0.1 here, since the container shares the host's network);
+    yields once the page answers; the container is removed after."""
     port = free_port()
-    env = {"SPACE_ID": "owner/tb2lite-lab", "PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+    env = {**({"SPACE_ID": "owner/tb2lite-lab"} if space else {}), "PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
     cmd = [*podman(), "run", "-d", "--network=host", "--user", "1000", *(f"--env={k}={v}" for k, v in env.items()), tag]
     started = time.monotonic()
@@ -146,6 +148,12 @@ def space_container(tag: str = TAG, env: dict[str, str] | None = None, timeout: 
         yield Container(cid, url, time.monotonic() - started)
     finally:
         subprocess.run([*podman(), "rm", "-f", "-t", "0", cid], capture_output=True)
+
+
+def run_to_the_end(tag: str, env: dict[str, str], timeout: float = 300.0) -> subprocess.CompletedProcess:
+    """`podman run` the image's own command to its end (a start that is refused), the container removed."""
+    cmd = [*podman(), "run", "--rm", "--network=host", "--user", "1000", *(f"--env={k}={v}" for k, v in env.items()), tag]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def logs(cid: str) -> str:

@@ -15,6 +15,7 @@ from typing import Callable
 from lab.errors import LabError
 
 LIMITS = Path(__file__).with_name("download.yaml")
+PINS = Path(__file__).with_name("replay_pins.yaml")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 ProgressCallback = Callable[[int, int | None], None]
 FileCheck = Callable[[Path, str], None]  # (downloaded file, its URL) -> raises LabError when it is no replay
@@ -48,6 +49,20 @@ class Expected:
             if digest != self.sha256:
                 return f"sha256 {digest}, expected {self.sha256}"
         return None
+
+
+def pinned(url: str) -> Expected:
+    """The sha256 and size replay_pins.yaml (or LAB_REPLAY_PINS) lists for `url`; Expected() when none."""
+    from lab.settings import read_limits
+
+    data = read_limits(PINS, "LAB_REPLAY_PINS", "the replay files' pins")
+    pin = (data.get("pins") or {}).get(url)
+    if pin is None:
+        return Expected()
+    if not isinstance(pin, dict):
+        raise LabError(f"the replay files' pins: the entry of {url} is not {{sha256: …, size: …}}")
+    sha = pin.get("sha256")
+    return Expected.parse(None if sha is None else str(sha), pin.get("size"))  # YAML reads 64 digits as a number
 
 
 def file_sha256(path: Path) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from lab.data.download import Expected, FileCheck, fetch_checked
+from lab.data.download import Expected, FileCheck, fetch_checked, pinned
 from lab.errors import LabError
 
 DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
@@ -133,13 +133,15 @@ def download_replay(
     The file is checked before it is kept (`lab.data.download.fetch_checked`: size cap, `expect`ed size and
     sha256, plain bytes, deadline, then `check`, the format) and renamed into place atomically, so an
     interrupted or refused download never leaves a file. A cached file that is not the `expect`ed one is
-    downloaded again. `on_progress(done, total)` is called per chunk (for the UI); `progress` shows a tqdm
+    downloaded again. Without an `expect`ed sha256 or size, those replay_pins.yaml lists for `url` are
+    expected. `on_progress(done, total)` is called per chunk (for the UI); `progress` shows a tqdm
     bar. `force=True` re-downloads.
     """
     from lab.settings import DEFAULT_REPLAY_URL, Settings
 
     url = url or DEFAULT_REPLAY_URL
-    expect = expect or Expected()
+    if expect is None or (expect.sha256 is None and expect.size is None):  # the owner's own values win
+        expect = pinned(url)
     if out is not None:
         target = Path(out)
     else:

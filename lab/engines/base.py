@@ -60,6 +60,7 @@ class Completion:
     stored: dict | None = None
     absent: bool = False  # a stored run that never answered this step: not scored, not aggregated
     logprobs: TokenLogprobs | None = None  # per generated token (None: the engine did not record them)
+    logprobs_error: str | None = None  # why `logprobs` is None although asked for (a server's malformed ones)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Every generating engine fills `Completion.logprobs` with a `TokenLogprobs` when it can: vLLM and other
 OpenAI-compatible servers through the completions API's `logprobs=K`, in-process transformers from the
 raw logits of `generate` (`output_logits`, before temperature and top-p: vLLM's default
-`raw_logprobs` mode reports the same). A server that returns none leaves it None: "not recorded".
+`raw_logprobs` mode reports the same). A server that returns none leaves it None: "not recorded"; one
+whose log-probabilities are malformed too, with `Completion.logprobs_error` saying why (the answer counts).
 
 The result file keeps them compactly per step (`per_step[i].logprobs`, docs/logprobs.md):
 `{"k": K, "tokens": [...], "lp": [...], "top": [[[token, lp], ...], ...]}`, numbers rounded to
@@ -11,6 +12,7 @@ The result file keeps them compactly per step (`per_step[i].logprobs`, docs/logp
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import EngineSpecError
+from lab.jsontext import lone_surrogate
 from lab.settings import PROJECT_ROOT, read_limits
 
 SETTINGS_FILE = Path(PROJECT_ROOT) / "assets" / "logprobs.yaml"
@@ -47,15 +50,56 @@ def top_k_option(value: Any, spec: str) -> int:
     return k
 
 
-def _finite(value: Any) -> float | None:
-    """A log-probability as a float; None for what is not one (a server's NaN or garbage)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(number) or number > 0:
-        return None
-    return max(number, -1e4)  # -inf (a token the model gives no mass) stays finite in JSON
+FLOOR = -1e4  # -inf (a token the model gives no mass) is kept as this, so JSON stays finite
+
+
+class MalformedLogprobs(ValueError):
+    """Log-probabilities that are not what the OpenAI completions format says (a server's or a file's):
+    the step's are "not recorded", with this reason; its answer still counts."""
+
+
+def logprob_value(value: Any, where: str) -> float:
+    """A log-probability from a server or a file: a JSON number, -inf kept as FLOOR, a positive one (a
+    server's rounding) clamped to 0; MalformedLogprobs naming `where` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedLogprobs(f"{where} is {_kind(value)}, not a number")
+    if isinstance(value, int) and value.bit_length() > 1000:  # float() would overflow
+        raise MalformedLogprobs(f"{where} is an integer of {value.bit_length():,} bits, past any float")
+    number = float(value)
+    if math.isnan(number) or number == math.inf:
+        raise MalformedLogprobs(f"{where} is {number}, not a log-probability")
+    return min(max(number, FLOOR), 0.0)
+
+
+def token_text(value: Any, where: str) -> str:
+    """A token (or an alternative's key) that a UTF-8 file can hold; MalformedLogprobs otherwise."""
+    if not isinstance(value, str):
+        raise MalformedLogprobs(f"{where} is {_kind(value)}, not a string")
+    if lone_surrogate(value) is not None:
+        raise MalformedLogprobs(f"{where} holds a lone UTF-16 surrogate (\\uD800-\\uDFFF)")
+    return value
+
+
+def _kind(value: Any) -> str:
+    """`a list`, `a string`, `null`, … (what a malformed value was, for the reason)."""
+    names = {list: "a list", str: "a string", dict: "an object", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def top_pairs(alternatives: Any, k: int, where: str) -> list[tuple[str, float]]:
+    """The `k` likeliest of one token's alternatives (an OpenAI `top_logprobs` object, or the compact
+    record's [[token, lp], …] list), likeliest first; MalformedLogprobs for anything else."""
+    if alternatives is None:
+        return []
+    if isinstance(alternatives, dict):
+        items = list(alternatives.items())
+    elif isinstance(alternatives, list) and all(isinstance(p, list) and len(p) == 2 for p in alternatives):
+        items = [(p[0], p[1]) for p in alternatives]
+    else:
+        raise MalformedLogprobs(f"{where} is {_kind(alternatives)}, not an object of token: log-probability")
+    pairs = [(token_text(t, f"{where}: a key"), logprob_value(v, f"{where}[{str(t)[:20]!r}]")) for t, v in items]
+    return heapq.nlargest(max(0, k), pairs, key=lambda p: p[1])
 
 
 @dataclass
@@ -67,16 +111,27 @@ class TokenLogprobs:
     logprobs: list[float] = field(default_factory=list)
     top: list[list[tuple[str, float]]] = field(default_factory=list)
 
-    def extend(self, tokens: list[str], logprobs: list[Any], top: list[dict | None] | None) -> None:
-        """Append one streamed chunk's tokens (OpenAI completions format: `top_logprobs` dicts)."""
-        for i, token in enumerate(tokens):
-            lp = _finite(logprobs[i] if i < len(logprobs) else None)
-            self.tokens.append(str(token))
-            self.logprobs.append(lp if lp is not None else -1e4)
-            alternatives = (top[i] if top and i < len(top) else None) or {}
-            pairs = [(str(t), v) for t, v in ((t, _finite(v)) for t, v in alternatives.items()) if v is not None]
-            pairs.sort(key=lambda p: -p[1])
-            self.top.append(pairs[: self.k])
+    def extend(self, tokens: Any, logprobs: Any, top: Any) -> None:
+        """Append one streamed chunk's tokens (OpenAI completions format: `top_logprobs` objects), each
+        token's alternatives cut to `k`. MalformedLogprobs (nothing appended) when the chunk is not that
+        format: tokens not strings, a log-probability that is not a number, `top_logprobs` not a list of
+        objects, keys a UTF-8 file cannot hold."""
+        if not isinstance(tokens, list):
+            raise MalformedLogprobs(f"tokens is {_kind(tokens)}, not a list")
+        if not isinstance(logprobs, list):
+            raise MalformedLogprobs(f"the log-probabilities are {_kind(logprobs)}, not a list")
+        if len(logprobs) < len(tokens):
+            raise MalformedLogprobs(f"{len(tokens)} tokens but {len(logprobs)} log-probabilities")
+        if top is not None and not isinstance(top, list):
+            raise MalformedLogprobs(f"top_logprobs is {_kind(top)}, not a list")
+        at = len(self.tokens)
+        texts = [token_text(t, f"token {at + i}") for i, t in enumerate(tokens)]
+        values = [logprob_value(v, f"token {at + i}'s log-probability") for i, v in enumerate(logprobs[:len(tokens)])]
+        tops = [top_pairs(top[i] if top and i < len(top) else None, self.k, f"token {at + i}'s top_logprobs")
+                for i in range(len(tokens))]
+        self.tokens += texts
+        self.logprobs += values
+        self.top += tops
 
     def summary(self) -> dict:
         """Per answer: mean and minimum token log-probability, tokens below the low-confidence line."""
@@ -102,19 +157,43 @@ class TokenLogprobs:
 
     @classmethod
     def from_record(cls, record: Any) -> "TokenLogprobs | None":
-        """Read `to_record`'s form back; None for anything else (a stored run without them)."""
-        if not isinstance(record, dict) or not isinstance(record.get("lp"), list):
-            return None
-        tokens = record.get("tokens") if isinstance(record.get("tokens"), list) else []
-        lps = [_finite(v) for v in record["lp"]]
-        top_in = record.get("top") if isinstance(record.get("top"), list) else []
-        top: list[list[tuple[str, float]]] = []
-        for alts in top_in:
-            pairs = [(str(p[0]), _finite(p[1])) for p in alts if isinstance(p, list) and len(p) == 2] \
-                if isinstance(alts, list) else []
-            top.append([(t, v) for t, v in pairs if v is not None])
-        k = record.get("k") if isinstance(record.get("k"), int) else 0
-        return cls(k=k, tokens=[str(t) for t in tokens], logprobs=[v if v is not None else -1e4 for v in lps], top=top)
+        """Read `to_record`'s form back; None for anything else (a stored run without them, or a malformed
+        record: `read_record` says why)."""
+        return read_record(record)[0]
+
+
+def read_record(record: Any) -> tuple[TokenLogprobs | None, str | None]:
+    """A result file's per-step `logprobs` record read back: (its TokenLogprobs, None), (None, None) for a
+    step without one, or (None, why) for a malformed one. Each token's alternatives are cut to the record's
+    `k`, and never more than `max_top_k` of assets/logprobs.yaml (a file of 10,000 alternatives a token
+    sent megabytes to every visitor who opened the step)."""
+    if record is None:
+        return None, None
+    try:
+        if not isinstance(record, dict):
+            raise MalformedLogprobs(f"the record is {_kind(record)}, not an object")
+        raw_k = record.get("k")
+        k = min(raw_k, logprob_settings()["max_top_k"]) if isinstance(raw_k, int) and not isinstance(raw_k, bool) \
+            and raw_k >= 0 else logprob_settings()["top_k"]
+        recorded = TokenLogprobs(k=k)
+        tokens = record.get("tokens", [])
+        top = record.get("top")
+        if top is not None and not isinstance(top, list):
+            raise MalformedLogprobs(f"top is {_kind(top)}, not a list")
+        recorded.extend(tokens, record.get("lp"), top)
+        return recorded, None
+    except MalformedLogprobs as exc:
+        return None, f"the file's {exc}"
+
+
+def cut_record(record: Any) -> Any:
+    """A per-step `logprobs` record with each token's alternatives cut as `read_record` cuts them; the
+    record as it is when nothing needs cutting or it is malformed (`read_record` then says why)."""
+    recorded, _ = read_record(record)
+    if recorded is None or not isinstance(record.get("top"), list) \
+            or all(not isinstance(t, list) or len(t) <= recorded.k for t in record["top"]):
+        return record
+    return recorded.to_record()
 
 
 def first_parting(a: list[int], b: list[int]) -> int | None:

@@ -22,8 +22,6 @@ types are the SDK's.
 """
 from __future__ import annotations
 
-import math
-
 import os
 import threading
 import time
@@ -47,6 +45,7 @@ from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.context import overlong_error
 from lab.engines.loading import rendering_tokenizer
+from lab.engines.logprobs import MalformedLogprobs, logprob_value, token_text
 from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
@@ -313,16 +312,17 @@ class OpenAIEngine(EngineBase):
                                   error="the server returned no prompt log-probabilities (vLLM does)")
         logprobs, tokens = [], []
         for position, token_id in enumerate(pair.ref_ids, start=len(pair.prompt_ids)):
+            index = position - len(pair.prompt_ids)
             entry = (rows[position] or {}).get(str(token_id)) if isinstance(rows[position], dict) else None
-            if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
+            if not isinstance(entry, dict) or entry.get("logprob") is None:
                 return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
-                                      error=f"no log-probability for reference token {position - len(pair.prompt_ids)}")
-            value = float(entry["logprob"])
-            if not math.isfinite(value):  # a hostile or broken server: NaN/inf is no probability
-                return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
-                                      error=f"a non-finite log-probability for reference token {position - len(pair.prompt_ids)}")
-            logprobs.append(min(max(value, -1e4), 0.0))  # a log-probability is never above 0
-            tokens.append(str(entry.get("decoded_token") or ""))
+                                      error=f"no log-probability for reference token {index}")
+            try:  # a hostile or broken server: NaN, +inf, text or a 400-digit number is no log-probability
+                logprobs.append(logprob_value(entry["logprob"], f"log-probability of reference token {index}"))
+                decoded = entry.get("decoded_token")
+                tokens.append("" if decoded is None else token_text(decoded, f"reference token {index}"))
+            except MalformedLogprobs as exc:
+                return ReferenceScore([], prompt_tokens=len(pair.prompt_ids), error=f"the server's {exc}")
         return ReferenceScore(logprobs, tokens, prompt_tokens=len(pair.prompt_ids), offsets=pair.ref_offsets)
 
     # --- protocol ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ answers; a server that dies shows as `crashed` with its exit code and log lines,
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class Slot:
     removed: bool = False
     thread: threading.Thread | None = field(default=None, repr=False)
     visitor: bool = False  # a public deployment's visitor added it: loaded with hub_ids_only
+    client: str | None = None  # that visitor's client (its address): its vLLM memory is capped per client
 
 
 class EnginePool:
@@ -106,19 +108,24 @@ class EnginePool:
         return name
 
     # --- membership ------------------------------------------------------------------
-    def add(self, spec: str, name: str | None = None, visitor: bool = False, **overrides) -> str:
+    def add(self, spec: str, name: str | None = None, visitor: bool = False, client: str | None = None,
+            client_share: float | None = None, **overrides) -> str:
         """Create the engine for `spec` and load it in a background thread; return its name.
-        `visitor`: a public deployment's visitor adds it (its ORG/NAME are Hub ids only).
+        `visitor`: a public deployment's visitor adds it (its ORG/NAME are Hub ids only); `client`
+        and `client_share`: see `add_many`.
 
         Bad specs and disallowed engines raise EngineSpecError at once; load failures show up
         in `status()` as state `failed` with the reason."""
-        return self.add_many([spec], [name], visitor=visitor, **overrides)[0]
+        return self.add_many([spec], [name], visitor=visitor, client=client, client_share=client_share, **overrides)[0]
 
     def add_many(self, specs: list[str], names: list[str | None] | None = None, visitor: bool = False,
-                 **overrides) -> list[str]:
+                 client: str | None = None, client_share: float | None = None, **overrides) -> list[str]:
         """Add several engines at once: vLLM engines without their own GPU share split what is
         left of the budget on their GPU. Raises (and adds nothing) when one spec is bad or the
-        engines cannot fit."""
+        engines cannot fit. With `client_share` (a visitor of a public deployment, from `client`),
+        the vLLM engines of that client hold at most that part of each budget together, their own
+        shares (a preset's) cut to it: one visitor never takes the budget others need, and engines
+        already running (the owner's) keep theirs."""
         names = list(names or [None] * len(specs))
         for spec in specs:
             self.check_allowed(spec)
@@ -128,10 +135,10 @@ class EnginePool:
             for spec, name, engine in zip(specs, names, engines):
                 slot_name = self._unique_name(name or engine.name, engine.kind)
                 engine.name = slot_name
-                slots.append(Slot(name=slot_name, spec=spec, engine=engine, visitor=visitor))
+                slots.append(Slot(name=slot_name, spec=spec, engine=engine, visitor=visitor, client=client))
                 self._slots[slot_name] = slots[-1]  # reserved now so names stay unique
             try:
-                self._share_gpu_memory([slot.engine for slot in slots])
+                self._share_gpu_memory([slot.engine for slot in slots], client, client_share)
             except LabError:
                 for slot in slots:
                     self._slots.pop(slot.name, None)
@@ -142,10 +149,12 @@ class EnginePool:
             slot.thread.start()
         return [slot.name for slot in slots]
 
-    def _share_gpu_memory(self, new: list[EngineBase]) -> None:
+    def _share_gpu_memory(self, new: list[EngineBase], client: str | None = None,
+                          client_share: float | None = None) -> None:
         """Give each new vLLM engine without its own share its part of its device's budget: a
         fraction of each GPU it runs on (tensor-parallel engines are charged on every one), or,
-        on vLLM's CPU backend, GiB of RAM for its KV cache."""
+        on vLLM's CPU backend, GiB of RAM for its KV cache. With `client_share`, cut to what is left
+        of `client`'s part (`client_room`)."""
         from lab.engines.servers.config import server_settings
         from lab.engines.servers.gpu_budget import CPU_KV_BUDGET_HINT, Budget, GpuRequest, split_budget
 
@@ -170,6 +179,10 @@ class EnginePool:
                 if engine.memory_pool() == pool_name and engine.memory_share() is not None:
                     for gpu in self._devices(engine, pool_name):
                         held.setdefault(gpu, []).append((slot.name, engine.memory_share()))
+            room = self._client_room(mine, pool_name, budget, new, client, client_share)
+            for engine in mine:  # a visitor's own share (a preset's) is cut to its client's room
+                if room is not None and engine.memory_share() is not None and engine.memory_share() > room[engine.name]:
+                    engine.set_memory_share(room[engine.name])
             requests = [GpuRequest(e.name, gpu, e.memory_share()) for e in mine for gpu in self._devices(e, pool_name)]
             shares: dict[str, float] = {}
             for request in requests:  # a tensor-parallel engine gets the smallest of its GPUs' shares
@@ -177,7 +190,36 @@ class EnginePool:
                 shares[request.name] = min(got, shares.get(request.name, got))
             for engine in mine:
                 if engine.memory_share() is None:
-                    engine.set_memory_share(shares[engine.name])
+                    engine.set_memory_share(min(shares[engine.name], room[engine.name]) if room else shares[engine.name])
+
+    def _client_room(self, mine: list[EngineBase], pool_name: str, budget, new: list[EngineBase],
+                     client: str | None, client_share: float | None) -> dict[str, float] | None:
+        """Per new engine, the most it may hold so that `client`'s vLLM engines hold at most
+        `client_share` of the budget on each of its devices (the new ones split what is left
+        equally); None without a `client_share`. GpuBudgetError, naming the client's part and what
+        it holds, when that is less than the budget's minimum."""
+        from lab.engines.servers.gpu_budget import GpuBudgetError
+
+        if client_share is None:
+            return None
+        cap = round(float(client_share) * budget.total, 6)
+        room: dict[str, float] = {}
+        for gpu in sorted({g for e in mine for g in self._devices(e, pool_name)}):
+            held = sum(slot.engine.memory_share() or 0.0 for slot in self._slots.values()
+                       if slot.client is not None and slot.client == client and slot.engine not in new
+                       and slot.state != FAILED and hasattr(slot.engine, "memory_share")
+                       and slot.engine.memory_pool() == pool_name and gpu in self._devices(slot.engine, pool_name))
+            here = [e for e in mine if gpu in self._devices(e, pool_name)]
+            each = math.floor((cap - held) / len(here) / budget.step) * budget.step
+            if each < budget.minimum:
+                device = budget.device.format(gpu=gpu)
+                raise GpuBudgetError(
+                    f"{device}: the vLLM engines of one visitor (all its sessions) may hold {cap:g} {budget.what} "
+                    f"({client_share:.0%} of the lab's budget of {budget.total:g}); yours hold {round(held, 3):g}, "
+                    f"leaving less than the {budget.minimum:g} an engine needs. Unload one in the Engines tab first")
+            for engine in here:
+                room[engine.name] = round(min(room.get(engine.name, each), each), 6)
+        return room
 
     @staticmethod
     def _devices(engine: EngineBase, pool_name: str) -> list[int]:

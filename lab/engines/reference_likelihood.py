@@ -93,7 +93,7 @@ class ReferenceScore:
 
     @property
     def nll_per_token(self) -> float | None:
-        return -self.mean if self.mean is not None else None
+        return -self.mean + 0.0 if self.mean is not None else None  # + 0.0: a mean of 0 (clamped) is 0, not -0
 
     def to_row(self, decimals: int = 4) -> dict:
         """The per-step row of a reference-likelihood file (docs/logprobs.md)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.engines.logprobs import TokenLogprobs
+from lab.engines.logprobs import cut_record, read_record
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
@@ -56,6 +56,8 @@ class StoredEngine(EngineBase):
         rows: dict[str, dict] = {}
         for row in self.result.get("per_step") or []:
             if isinstance(row, dict) and "task_id" in row and "step_idx" in row:
+                if row.get("logprobs") is not None:  # alternatives past k are never kept nor shown
+                    row["logprobs"] = cut_record(row["logprobs"])
                 rows[f"{row['task_id']}/{row['step_idx']}"] = row
         self.rows = rows
         self.scorer = scorer_for(self.result) if rows else "corrected"
@@ -75,6 +77,8 @@ class StoredEngine(EngineBase):
             units = stored_units(row)
         except ValueError as exc:
             return Completion(text=text, error=f"{self.path} step {request.step.key}: {exc}", stored=row)
+        logprobs, why = read_record(row.get("logprobs"))  # (None, None): the run recorded none
+        noted = row.get("logprobs_error")
         return Completion(
             text=text,
             finish_reason=row.get("finish_reason"),
@@ -83,7 +87,8 @@ class StoredEngine(EngineBase):
             stored=row,
             prompt_tokens=_count(row.get("prompt_tokens")),
             completion_tokens=_count(row.get("completion_tokens")),
-            logprobs=TokenLogprobs.from_record(row.get("logprobs")),  # None: the run recorded none
+            logprobs=logprobs,
+            logprobs_error=why or (noted[:300] if isinstance(noted, str) and logprobs is None else None),
         )
 
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:

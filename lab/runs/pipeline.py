@@ -141,6 +141,8 @@ def per_step_row(
         # per generated token: log-probability and top alternatives (lab.engines.logprobs); None: not recorded
         "logprobs": completion.logprobs.to_record() if completion.logprobs is not None else None,
     }
+    if completion.logprobs_error:  # asked for, but the engine's were malformed
+        row["logprobs_error"] = completion.logprobs_error
     return row
 
 

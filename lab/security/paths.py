@@ -6,8 +6,9 @@ from pathlib import Path
 
 from lab.settings import PROJECT_ROOT, Settings
 
-# An absolute path in free text: a `/` not part of a URL (`http://host/x`) or of a relative path.
-_ABS_PATH_RX = re.compile(r"(?<![\w./~-])/(?!/)[^\s'\"<>`,;()\[\]]+")
+# An absolute path in free text: a `/` not part of a URL (`http://host/x`) or of a relative path. It ends
+# at `?` and `#`: in an engine SPEC (`vllm:/srv/m?preset=../../x`) those begin its options, not the path.
+_ABS_PATH_RX = re.compile(r"(?<![\w./~-])/(?!/)[^\s'\"<>`,;()\[\]?#]+")
 
 
 def _labels(settings: Settings) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from lab.scoring.equiv import NEEDS_REPLAY, EquivContext, depends_on_cwd, equiv_batch, replay_contexts, too_large
+from lab.scoring.equiv import NEEDS_REPLAY, EquivContext, depends_on_cwd, equiv_batch, replay_contexts, skip_reason, too_large
 from lab.scoring.metrics import StepMetrics
 
 EQUIV_STEP_SCHEMA = pa.schema(
@@ -56,8 +56,8 @@ def with_equiv_columns(steps: pa.Table, contexts: Mapping[str, EquivContext], sc
         "equiv_recall": [m and m.recall for m in metrics],
         "equiv_f1": [m and m.f1 for m in metrics],
         "equiv_cwd": [c.cwd for c in ctxs],
-        "equiv_skipped": [NEEDS_REPLAY if b else None if m is not None else too_large(*u)
-                          for m, b, u in zip(metrics, blind, units)],
+        "equiv_skipped": [NEEDS_REPLAY if b else None if m is not None else skip_reason(*u, c)
+                          for m, b, u, c in zip(metrics, blind, units, ctxs)],
     }
     for field in EQUIV_STEP_SCHEMA:
         steps = steps.append_column(field, pa.array(columns[field.name], type=field.type))

@@ -17,6 +17,9 @@ from lab.store.db import Store
 
 REFERENCE_KIND = "tb2lite-reference-likelihood"
 STEP_COLUMNS = ("ref_tokens", "ref_logprob", "ref_logprob_mean", "ref_nll_per_token", "prompt_tokens", "error")
+MAX_NUMBER = 10 ** 300  # a JSON integer past a float (a 400-digit one) is no number the store can hold
+# the NLL per token a row states, against -ref_logprob / ref_tokens (both rounded to 4 decimals in the file)
+NLL_TOLERANCE = 1e-3
 
 
 def is_reference_result(data: Any) -> bool:
@@ -27,8 +30,10 @@ def is_reference_result(data: Any) -> bool:
 def _number(value: Any, name: str, where: str, integer: bool = False) -> float | int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ResultFileError(f"{where}: field '{name}' must be a finite number, got {str(value)[:40]!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) \
+            or (isinstance(value, int) and abs(value) > MAX_NUMBER):
+        raise ResultFileError(f"{where}: field '{name}' must be a finite number, got {str(value)[:40]!r}"
+                              f"{'…' if len(str(value)) > 40 else ''}")
     if integer:
         if int(value) != value or not 0 <= value < 2**31:
             raise ResultFileError(f"{where}: field '{name}' must be a whole number 0 to 2^31-1, got {value!r}")
@@ -38,6 +43,31 @@ def _number(value: Any, name: str, where: str, integer: bool = False) -> float |
     if name == "ref_nll_per_token" and value < 0:
         raise ResultFileError(f"{where}: field '{name}' cannot be negative, got {value!r}")
     return float(value)
+
+
+def _scored_values(values: dict, where: str) -> dict:
+    """A step is scored (ref_logprob, ref_tokens >= 1 and ref_nll_per_token, which is -ref_logprob /
+    ref_tokens) or not (none of the three figures): a row with some and not others is refused, since
+    every reader shows the step's NLL per token from them (Compare, Results, Triage, the series plot).
+    ref_logprob_mean, when left out of a scored row, is ref_logprob / ref_tokens."""
+    logprob, tokens, nll, mean = (values[c] for c in ("ref_logprob", "ref_tokens", "ref_nll_per_token", "ref_logprob_mean"))
+    if logprob is None:
+        given = [c for c, v in (("ref_nll_per_token", nll), ("ref_logprob_mean", mean)) if v is not None]
+        if given:
+            raise ResultFileError(f"{where}: field '{given[0]}' is given without 'ref_logprob'; a step not scored "
+                                  "has neither (null), a scored one both")
+        return {}
+    if not tokens:
+        raise ResultFileError(f"{where}: field 'ref_tokens' must be at least 1 where 'ref_logprob' is given, got {tokens!r}")
+    expected = -logprob / tokens
+    if nll is None:
+        raise ResultFileError(f"{where}: field 'ref_nll_per_token' is missing where 'ref_logprob' is given "
+                              f"(it is -ref_logprob / ref_tokens = {expected:.4f})")
+    for name, value, want in (("ref_nll_per_token", nll, expected), ("ref_logprob_mean", mean, -expected)):
+        if value is not None and not math.isclose(value, want, rel_tol=1e-6, abs_tol=NLL_TOLERANCE):
+            raise ResultFileError(f"{where}: field '{name}' is {value!r}, but ref_logprob / ref_tokens makes it "
+                                  f"{want:.4f}")
+    return {"ref_logprob_mean": -expected if mean is None else mean}
 
 
 def reference_step_rows(ref_run_id: str, data: dict, name: str) -> pd.DataFrame:
@@ -59,6 +89,7 @@ def reference_step_rows(ref_run_id: str, data: dict, name: str) -> pd.DataFrame:
         seen.add(key)
         values = {c: _number(row.get(c), c, where, integer=c in ("ref_tokens", "prompt_tokens"))
                   for c in STEP_COLUMNS if c != "error"}
+        values.update(_scored_values(values, where))
         error = row.get("error")
         out.append({"ref_run_id": ref_run_id, "task_id": row["task_id"][:200], "step_idx": step_idx, "step_key": key,
                     **values, "error": None if error is None else str(error)[:2000]})

@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
             break
     time.sleep(TICK_S)  # a normal shutdown: Ray's own ending goes first
     end(known)
-    from lab.sweep.worker import remove_orphans
+    from lab.sweep.leftovers import remove_orphans
 
     remove_orphans()  # the temporary folders of the instance's actors, killed with it
     return 0

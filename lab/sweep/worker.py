@@ -3,13 +3,13 @@
 The worker writes only a private checkpoint in a temporary folder (the lab's replay code path, unchanged);
 the driver alone writes result files, checkpoints and the store. The folder goes when the actor closes or
 the driver stops it (`discard`); one left by an actor that was killed outright (its node lost, its driver
-killed) goes when the next actor on that machine starts or closes.
+killed) goes as soon as its actor process is gone (lab.sweep.leftovers: a keeper beside each actor), or
+else when any lab process next starts on that machine.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -19,33 +19,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lab.runs.checkpoint import Checkpoint, Entry
+from lab.sweep.leftovers import PREFIX, keep, remove_orphans
 from lab.sweep.options import ANSWERS, REFERENCE
-
-
-PREFIX = "lab-sweep-"
-_OWNED = re.compile(rf"{PREFIX}(\d+)-")  # lab-sweep-PID-XXXX: the folder of the actor process PID
 
 
 def _key(row: dict) -> str:
     return f"{row.get('task_id')}/{row.get('step_idx')}"
-
-
-def _running(pid: int) -> bool:
-    """True while process `pid` runs (a zombie, killed and not yet reaped, does not)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def remove_orphans() -> None:
-    """Remove the temporary folders of sweep actors that no longer run on this machine."""
-    for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
-        owner = _OWNED.match(path.name)
-        if owner and path.is_dir() and not _running(int(owner[1])):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 class EngineWorker:
@@ -60,6 +39,7 @@ class EngineWorker:
         self.engine = None
         remove_orphans()
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        keep(self.dir)  # gone with this actor, however it ends
 
     def _audit(self, event: str, args: tuple) -> None:
         if event == "open" and args and isinstance(args[0], (str, bytes)):

@@ -140,7 +140,9 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     from lab.ui.engines.engines_tab import build_engines_tab
     from lab.ui.published.published_panel import build_published_panel
     from lab.ui.results.results_tab import build_results_tab
+    from lab.ui.shell.choices import short_choice_errors
 
+    short_choice_errors()  # a value that is no choice is refused in one short line, not echoed with every choice
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
         with gr.Tabs(elem_id="lab-tabs") as tabs:

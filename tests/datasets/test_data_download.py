@@ -179,3 +179,31 @@ def test_the_owners_start_time_url_is_held_to_the_same_checks(server, tmp_path, 
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv("LAB_REPLAY_SHA256", SHA)
     assert len(load_replay(f"{server}/replay_full.jsonl", settings=Settings()).steps) == 14
+
+
+def test_a_pinned_url_is_held_to_its_pin_unless_the_owner_gives_another(server, tmp_path, monkeypatch):
+    """A URL listed in the replay pins (lab/data/replay_pins.yaml, or LAB_REPLAY_PINS) must have the pinned
+    sha256 and size, from the CLI, a cached file or LAB_REPLAY=URL at start; the owner's LAB_REPLAY_SHA256
+    (or --sha256) wins over the pin (issue 40 item 6)."""
+    from lab.data.download import pinned
+
+    url = f"{server}/replay_full.jsonl"
+    pins = tmp_path / "pins.yaml"
+    pins.write_text(f"pins:\n  {url}: {{sha256: {'3' * 64}, size: {len(BODY)}}}\n")
+    monkeypatch.setenv("LAB_REPLAY_PINS", str(pins))
+    assert pinned(url) == Expected("3" * 64, len(BODY)) and pinned(f"{server}/other.jsonl") == Expected()
+    with pytest.raises(LabError, match=rf"not the expected one: sha256 {SHA}, expected {'3' * 64}"):
+        fetch(url, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []
+    assert fetch(url, tmp_path / "cache", expect=Expected(sha256=SHA)).read_bytes() == BODY  # the owner's value wins
+    with pytest.raises(LabError, match="not the expected one"):  # the cached file is not the pinned one: fetched, refused
+        fetch(url, tmp_path / "cache")
+    pins.write_text(f"pins:\n  {url}: {{sha256: {SHA}, size: {len(BODY)}}}\n")
+    assert fetch(url, tmp_path / "fresh").read_bytes() == BODY
+    env = lab_env(LAB_CACHE_DIR=str(tmp_path / "cli"), LAB_REPLAY_PINS=str(pins))
+    pins.write_text(f"pins:\n  {url}: {{sha256: {'4' * 64}}}\n")
+    bad = run_lab_cli(["data", "download", "--url", url, "--quiet"], env=env)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "expected " + "4" * 64 in bad.stderr
+    pins.write_text(f"pins:\n  {url}: not a mapping\n")
+    with pytest.raises(LabError, match="is not {sha256: …, size: …}"):
+        fetch(url, tmp_path / "again")

@@ -14,7 +14,7 @@ import pytest
 
 from lab.data import load_replay
 from lab.engines import Request, Sampling, create_engine
-from lab.engines.logprobs import TokenLogprobs, first_parting
+from lab.engines.logprobs import MalformedLogprobs, TokenLogprobs, first_parting
 from lab.errors import EngineSpecError, LabError
 from tests.paths import EXCERPT, REPO, TB2LITE
 
@@ -76,8 +76,12 @@ def test_logprobs_option_is_checked_and_zero_records_none(tiny_model_dir):
 
 def test_compact_record_round_trips_and_rejects_garbage():
     lp = TokenLogprobs(k=2)
-    lp.extend(["a", "b"], [-0.1, float("nan")], [{"a": -0.1, "x": -2.0, "y": -3.0}, {"b": "junk", "c": -1.0}])
-    assert lp.logprobs == [-0.1, -1e4] and lp.top == [[("a", -0.1), ("x", -2.0)], [("c", -1.0)]]
+    lp.extend(["a", "b"], [-0.1, float("-inf")], [{"a": -0.1, "x": -2.0, "y": -3.0}, {"b": -1e5, "c": -1.0}])
+    assert lp.logprobs == [-0.1, -1e4] and lp.top == [[("a", -0.1), ("x", -2.0)], [("c", -1.0), ("b", -1e4)]]
+    for junk in ([-0.1, float("nan")], [-0.1, "junk"]):  # a chunk with garbage: nothing of it is kept
+        with pytest.raises(MalformedLogprobs):
+            lp.extend(["c", "d"], junk, None)
+    assert lp.tokens == ["a", "b"]
     back = TokenLogprobs.from_record(json.loads(json.dumps(lp.to_record())))
     assert back.tokens == ["a", "b"] and back.logprobs == lp.logprobs and back.top == lp.top
     for junk in (None, 5, "x", {"lp": "no"}, {"k": 1}):

@@ -88,7 +88,7 @@ def test_behind_a_trusted_proxy_the_rightmost_untrusted_address_counts(monkeypat
     ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
     ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),  # one /64: one client, whichever address it picks
     ("fe80::1%eth0", "fe80::/64"),
-    ("testclient", "testclient"),
+    ("testclient", "behind a trusted proxy, address unreadable"),  # no address: only a trusted proxy passes one on
     (None, None),
 ])
 def test_client_key(host, key):

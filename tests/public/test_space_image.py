@@ -22,7 +22,7 @@ import pytest
 from lab.data import load_replay
 from tests.paths import EXCERPT, REPO
 from tests.space_image import APP, build_image, build_server, changed_by_podman, changed_paths, image_size, logs, \
-    space_container, stop_with_sigterm
+    run_to_the_end, space_container, stop_with_sigterm
 from tests.public.test_public_hostile import call, private_call
 from tests.public.test_public_mode import visitor
 
@@ -121,6 +121,33 @@ def test_nothing_is_written_outside_the_app_folder_and_data(space):
     outside = [p for p in paths if not any(p.startswith(w) or w.startswith(p + "/") for w in WRITABLE)]
     assert outside == [], outside
     assert f"{APP}/results/lab.duckdb" in paths  # the store was built (so the diff does see the app's writes)
+
+
+def test_without_space_id_the_image_is_public_and_the_owner_opts_out(space):
+    """`docker run -p 7860:7860 IMAGE` with no SPACE_ID served the owner's lab (Batch, sweeps, any path) to
+    whoever reached the port (issue 40 item 6): the image is a public deployment unless the owner says
+    LAB_PUBLIC=0. (Bound to 127.0.0.1 here, since the container shares this machine's network.)"""
+    _, build = space
+    with space_container(build.tag, space=False) as plain:
+        header = component(config_of(plain.url), "lab-header")["props"]["value"]
+        assert "public (model engines off)" in header, header
+        config = config_of(plain.url)
+        assert "Batch runs are off on this public deployment" in json.dumps(config)  # the tab says so …
+        _, lines = call(visitor(plain.url), [], [], [], [], False, "from-a-visitor", api_name="/run_batch")
+        assert any("Batch runs are off on this public deployment" in line for line in lines), lines  # … and refuses
+    with space_container(build.tag, space=False, env={"LAB_PUBLIC": "0"}) as owners:
+        header = component(config_of(owners.url), "lab-header")["props"]["value"]
+        assert "· local</span>" in header and "public" not in header, header
+
+
+def test_the_owners_lab_on_every_interface_needs_a_choice(space):
+    """With public mode switched off but no choice made (LAB_PUBLIC empty), the image's own 0.0.0.0 is
+    refused in one line before anything is served."""
+    _, build = space
+    done = run_to_the_end(build.tag, {"LAB_PUBLIC": "", "PORT": "7860"})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: --host 0.0.0.0 (or $GRADIO_SERVER_NAME) serves this lab beyond this machine, and it is the owner's lab")
 
 
 def test_sigterm_stops_the_container_within_10_s(space):

@@ -150,3 +150,11 @@ def wait_alive(driver_env: dict, address: str, count: int, timeout: float = 120.
             return
         time.sleep(1.0)
     raise RuntimeError(f"the cluster at {address} did not reach {count} alive nodes")
+
+
+def wait_until(predicate, timeout: float, every: float = 0.5) -> float:
+    """Poll `predicate` until it holds or `timeout` seconds pass; the seconds waited."""
+    started = time.monotonic()
+    while not predicate() and time.monotonic() - started < timeout:
+        time.sleep(every)
+    return time.monotonic() - started

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.sweep.helpers_ray import end_nodes, start_node, wait_alive
+from tests.sweep.helpers_ray import end_nodes, start_node, wait_alive, wait_until
 from tests.helpers_servers import free_port
 from tests.paths import EXCERPT
 from tests.sweep.test_sweep_ray import ROOT, env_for, same_run, servers_of
@@ -149,6 +149,40 @@ def test_what_is_missing_for_the_token_is_one_line(cluster, tmp_path):
         assert done.returncode == 0, (extra, done.stderr[-2000:])
         assert json.loads((tmp_path / "out" / "reference.json").read_text())["aggregate"]["steps"] == 1
         (tmp_path / "out" / "reference.json").unlink()
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_driver_leaves_no_actor_and_no_actor_folder(cluster, tiny_model_dir, tmp_path):
+    """kill -9 of the driver mid-sweep: Ray ends its actor (and the actor's model server), and the actor's
+    temporary folder goes within seconds, with no later sweep or lab process on the machine (it stayed
+    until the next sweep's --resume: issue 40 item 7)."""
+    import signal
+
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=16&name=killed"
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--replay", str(EXCERPT), "--limit", "4",
+                             "--chunk-size", "1", "--engine", spec, "--ray", cluster.address, "--out", str(out)],
+                            cwd=ROOT, env={**env_for(tmp_path), **driver_env(cluster)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        checkpoint = out / "killed.partial.jsonl"
+        deadline = time.time() + 400
+        while not (checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 1 and lab_sweep_folders(cluster)):
+            assert time.time() < deadline and proc.poll() is None, "no step came back to the driver"
+            time.sleep(0.2)
+        assert checkpoint.read_text().count('"row"') < 4, "the sweep finished before its driver was killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        gone_in = wait_until(lambda: not (lab_sweep_folders(cluster) or servers_of(tiny_model_dir) or any(
+            n.runs("ray::EngineWorker") for n in cluster.nodes[1:])), timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not any(n.runs("ray::EngineWorker") for n in cluster.nodes[1:]), "the killed driver's actor still runs"
+    assert not servers_of(tiny_model_dir), "the killed driver's model server still runs"
+    assert lab_sweep_folders(cluster) == [], "the killed driver's actor left its temporary folder"
+    print(f"\ndriver killed: its actor, server and folder gone {gone_in:.1f} s later")
 
 
 @pytest.mark.timeout(900)

@@ -65,3 +65,42 @@ def test_a_port_in_use_and_a_host_not_here_are_one_line_each(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.splitlines()[-1].startswith("error: cannot serve on no-such-host.invalid:")
     assert done.stderr.splitlines()[-1].endswith("(--port N, --host ADDRESS)")
+
+
+@pytest.mark.parametrize("host,beyond", [("127.0.0.1", False), ("localhost", False), ("::1", False), ("[::1]", False), ("::ffff:127.0.0.1", False), ("127.1", False),
+                                         ("0", True),
+                                         ("0.0.0.0", True), ("::", True), ("192.0.2.10", True)])
+def test_which_hosts_serve_beyond_this_machine(host, beyond):
+    from lab.ui.shell.public import reaches_beyond_this_machine
+
+    assert reaches_beyond_this_machine(host) is beyond
+
+
+def test_the_owners_lab_on_every_interface_takes_an_explicit_choice(monkeypatch):
+    """A container sets GRADIO_SERVER_NAME=0.0.0.0: without public mode that served the owner's lab (Batch,
+    sweeps, any path) to the network (issue 40 item 6). Public mode or LAB_PUBLIC=0 (the owner's choice)
+    lets it start; neither is one line naming the host and what to set."""
+    from lab.settings import Settings
+    from lab.ui.shell.public import exposure_problem
+
+    for name in ("SPACE_ID", "LAB_PUBLIC"):
+        monkeypatch.delenv(name, raising=False)
+    assert "set LAB_PUBLIC=1 to serve it in public mode, LAB_PUBLIC=0" in exposure_problem("0.0.0.0", Settings())
+    assert exposure_problem("127.0.0.1", Settings()) is None
+    monkeypatch.setenv("LAB_PUBLIC", "0")
+    assert exposure_problem("0.0.0.0", Settings()) is None  # the owner's explicit choice
+    monkeypatch.setenv("LAB_PUBLIC", "1")
+    assert exposure_problem("0.0.0.0", Settings()) is None
+
+
+@pytest.mark.slow  # starts the app
+def test_app_py_on_every_interface_without_a_choice_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "app.py"), "--replay", str(EXCERPT), "--results",
+                           str(tmp_path / "r"), "--host", "0.0.0.0", "--port", str(free_port())], cwd=tmp_path,
+                          env=lab_env(), text=True, capture_output=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --host 0.0.0.0 (or $GRADIO_SERVER_NAME) serves this lab beyond this machine, and it is the owner's lab "
+        "(Batch, sweeps, any path): set LAB_PUBLIC=1 to serve it in public mode, LAB_PUBLIC=0 to serve the owner's "
+        "lab there anyway, or --host 127.0.0.1"]
+    assert not (tmp_path / "r").exists()  # refused before anything was made

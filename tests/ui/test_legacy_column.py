@@ -62,7 +62,11 @@ def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, mo
     out = step_outputs(ctx, ctx.step_keys()[0])
     assert 'data-scorer="legacy"' in out.columns_html and "legacy scorer · legacy 386-step replay" in out.columns_html
     title = column_badges(ctx, [entry], ctx.step_keys()[0])["legacy"]
-    assert str(EXCERPT) in title and "16 steps, mode all" in title and "2 of them are not in the loaded replay" in title
+    from lab.security.paths import display_path
+
+    shown = display_path(EXCERPT, ctx.settings)  # as the header names it: never the server's path (issue 40)
+    assert str(EXCERPT) not in title and f"legacy replay {shown} (16 steps, mode all" in title
+    assert "2 of them are not in the loaded replay" in title
     assert "APPROXIMATION" not in out.columns_html
     # a step only the legacy replay has (its reference is invalid for the 303-step rule) is answered and scored
     legacy_step = load_replay(str(EXCERPT), mode="all").by_key[ONLY_LEGACY[0]]
@@ -83,7 +87,10 @@ def test_a_step_the_legacy_replay_lacks_is_not_in_this_run_with_the_reason(lab_c
     key = f"{first['task_id']}/{first['step_idx']}"
     out = step_outputs(ctx, key)
     assert 'data-state="absent"' in out.columns_html and "not in this run" in out.columns_html
-    assert f"step {key} is not in the legacy 386-step replay ({trimmed})" in out.columns_html
+    from lab.security.paths import display_path
+
+    assert f"step {key} is not in the legacy 386-step replay ({display_path(trimmed, ctx.settings)})" in out.columns_html
+    assert str(trimmed) not in out.columns_html
     assert 'data-state="ready"' in step_outputs(ctx, ctx.step_keys()[1]).columns_html
 
 

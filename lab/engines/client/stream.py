@@ -11,7 +11,8 @@ import time
 from typing import Callable, Iterable
 
 from lab.engines.base import Completion
-from lab.engines.logprobs import TokenLogprobs
+from lab.engines.logprobs import MalformedLogprobs, TokenLogprobs
+from lab.jsontext import lone_surrogate
 
 
 def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int = 0,
@@ -21,6 +22,7 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
     hears of each chunk's tokens as it arrives (its token ids, else one per chunk with text)."""
     recorded = TokenLogprobs(k=logprobs_k) if logprobs_k > 0 else None
     seen_logprobs = False
+    logprobs_error = None
     texts: list[str] = []
     token_ids: list[int] = []
     first = first_any = None
@@ -41,19 +43,22 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
             if isinstance(ids, list):
                 token_ids.extend(int(t) for t in ids)
             chunk_lp = getattr(choice, "logprobs", None)
-            if recorded is not None and chunk_lp is not None and isinstance(getattr(chunk_lp, "tokens", None), list):
+            if recorded is not None and chunk_lp is not None and getattr(chunk_lp, "tokens", None) is not None:
                 seen_logprobs = True
-                recorded.extend(chunk_lp.tokens, list(getattr(chunk_lp, "token_logprobs", None) or []),
-                                list(getattr(chunk_lp, "top_logprobs", None) or []))
+                try:
+                    recorded.extend(chunk_lp.tokens, getattr(chunk_lp, "token_logprobs", None),
+                                    getattr(chunk_lp, "top_logprobs", None))
+                except MalformedLogprobs as exc:  # the answer counts; its log-probabilities are not recorded
+                    recorded, logprobs_error = None, f"the server's {exc}"
             if on_tokens is not None and (text or ids):
                 on_tokens(len(ids) if isinstance(ids, list) and ids else 1)
             if getattr(choice, "finish_reason", None):
-                finish_reason = choice.finish_reason
+                finish_reason = short_text(choice.finish_reason)
             if getattr(choice, "stop_reason", None) is not None:
-                stop_reason = choice.stop_reason
+                stop_reason = choice.stop_reason if type(choice.stop_reason) is int else short_text(choice.stop_reason)
     end = time.perf_counter()
-    text = "".join(texts)
-    completion_tokens = getattr(usage, "completion_tokens", None)
+    text = without_lone_surrogates("".join(texts))
+    completion_tokens = token_count(getattr(usage, "completion_tokens", None))
     if completion_tokens is None and token_ids:
         completion_tokens = len(token_ids)
     if completion_tokens is None and tokenizer is not None:
@@ -64,9 +69,27 @@ def read_stream(chunks: Iterable, start: float, tokenizer=None, logprobs_k: int 
         finish_reason=finish_reason,
         stop_reason=stop_reason,
         token_ids=token_ids,
-        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        prompt_tokens=token_count(getattr(usage, "prompt_tokens", None)),
         completion_tokens=completion_tokens,
         ttft_s=(first - start) if first is not None else None,
         latency_s=end - start,
         logprobs=recorded if seen_logprobs else None,
+        logprobs_error=logprobs_error,
     )
+
+
+def token_count(value: object) -> int | None:
+    """A server's token count when it is one (a whole number a result file and the store can hold), else None."""
+    return value if type(value) is int and 0 <= value < 2**31 else None
+
+
+def short_text(value: object, limit: int = 200) -> str:
+    """A server's finish or stop reason as a short string a UTF-8 file can hold (it may send anything)."""
+    return without_lone_surrogates(value if isinstance(value, str) else repr(value)[:limit])[:limit]
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate (a server's `\\ud800`, which no UTF-8 file can hold) as U+FFFD."""
+    if lone_surrogate(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

@@ -6,7 +6,7 @@ own soft-matching token F1 is computed; the published F1 is never touched.
 from lab.scoring.equiv.config import DEFAULT_RULES_PATH, EquivConfig, load_config, parse_config
 from lab.scoring.equiv.cwd import context_from_screens, prompt_in, replay_contexts, step_context
 from lab.scoring.equiv.pipeline import Pipeline, get_pipeline, normalise_units, pieces_by_origin
-from lab.scoring.equiv.registry import RULES, EquivContext, EquivUnit, sequence_rule, unit_rule
+from lab.scoring.equiv.registry import RULES, EquivContext, EquivTooLarge, EquivUnit, sequence_rule, unit_rule
 from lab.scoring.equiv.score import (
     CHAIN_PART,
     EQUIVALENT,
@@ -20,6 +20,7 @@ from lab.scoring.equiv.score import (
     equiv_batch,
     equiv_step,
     pair_kind,
+    skip_reason,
     too_large,
 )
 
@@ -27,7 +28,7 @@ __all__ = [
     "DEFAULT_RULES_PATH", "EquivConfig", "load_config", "parse_config",
     "context_from_screens", "prompt_in", "replay_contexts", "step_context",
     "Pipeline", "get_pipeline", "normalise_units", "pieces_by_origin",
-    "RULES", "EquivContext", "EquivUnit", "sequence_rule", "unit_rule",
+    "RULES", "EquivContext", "EquivTooLarge", "EquivUnit", "sequence_rule", "unit_rule",
     "CHAIN_PART", "EQUIVALENT", "LABEL", "EquivMetrics", "EquivStep", "better_of", "equiv_batch",
-    "equiv_step", "pair_kind", "SKIPPED", "too_large", "NEEDS_REPLAY", "depends_on_cwd",
+    "equiv_step", "pair_kind", "SKIPPED", "too_large", "skip_reason", "NEEDS_REPLAY", "depends_on_cwd",
 ]

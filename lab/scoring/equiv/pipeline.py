@@ -5,12 +5,20 @@ from functools import lru_cache
 from typing import Sequence
 
 from lab.scoring.equiv import rules_cd, rules_shell, rules_text  # noqa: F401  (registers the rules)
+from lab.scoring.equiv.cache import SizedCache
 from lab.scoring.equiv.config import EquivConfig, load_config
 from lab.scoring.equiv.heredoc import literal_flags
 from lab.scoring.equiv.registry import RULES, EquivContext, EquivUnit, connector_of
 
-UNIT_CACHE = 1 << 17
-LIST_CACHE = 1 << 12
+# Characters each cache holds (texts in and out); an entry count let long units take gigabytes.
+UNIT_CACHE_CHARS = 1 << 23
+LIST_CACHE_CHARS = 1 << 23
+UNIT_OVERHEAD_CHARS = 64  # what one EquivUnit costs beside its text, counted as characters
+
+
+def side_chars(units: Sequence[str]) -> int:
+    """Characters of all units of one side (what the `limits` of the rules file count)."""
+    return sum(len(u) for u in units if isinstance(u, str))
 
 
 class Pipeline:
@@ -19,8 +27,15 @@ class Pipeline:
     def __init__(self, config: EquivConfig):
         self.config = config
         self.rules = [RULES[name] for name in config.pipeline]
-        self._cache: dict[tuple[bool, int, str], tuple[str, ...]] = {}
-        self._lists: dict[tuple, list[EquivUnit]] = {}  # whole sides: a reference recurs in every run
+        self._cache = SizedCache(UNIT_CACHE_CHARS)  # (for_metrics, stage, text) -> texts
+        self._lists = SizedCache(LIST_CACHE_CHARS)  # whole sides: a reference recurs in every run
+
+    def resolved_budget(self, units: Sequence[str]) -> int:
+        """The characters of resolved `cd` directories one side may have in all: `max_resolved_chars`
+        of the rules file's `limits`, or the side's own length where that is more. Every other rule
+        writes at most a few characters per character it reads, so with this bound normalising a side
+        costs a small multiple of its length."""
+        return max(side_chars(units), self.config.limits()["max_resolved_chars"])
 
     def _stages(self, for_metrics: bool) -> list[tuple[int, list]]:
         """Runs of consecutive unit rules (applied to a text in one cached go) and sequence rules."""
@@ -44,9 +59,7 @@ class Pipeline:
                 params = self.config.params_of(rule.name)
                 texts = [t for x in texts for t in (rule.fn(x, params) or [x])]
             out = tuple(prefix + t if i == 0 else t for i, t in enumerate(texts))
-            if len(self._cache) >= UNIT_CACHE:
-                self._cache.clear()
-            self._cache[key] = out
+            self._cache.put(key, out, len(text) + side_chars(out))
         return out
 
     def apply(self, units: Sequence[str], context: EquivContext | None = None,
@@ -55,14 +68,16 @@ class Pipeline:
 
         `for_metrics` skips token-neutral rules (quoting, whitespace): the F1 comes out the same,
         cheaper, but units that differ only in quoting then still look different.
+        Raises EquivTooLarge when the resolved `cd` directories would pass `resolved_budget(units)`
+        (the same in both modes: token-neutral rules never change what a `cd` resolves to).
         """
         context = context or EquivContext()
         key = (tuple(units), context.cwd, context.home, for_metrics)
         cached = self._lists.get(key)
         if cached is None:
-            if len(self._lists) >= LIST_CACHE:
-                self._lists.clear()
-            cached = self._lists[key] = self._apply(units, EquivContext(context.cwd, context.home), for_metrics)
+            budget = self.resolved_budget(units)
+            cached = self._apply(units, EquivContext(context.cwd, context.home, budget), for_metrics)
+            self._lists.put(key, cached, side_chars(units) + sum(len(u.text) + UNIT_OVERHEAD_CHARS for u in cached))
         return list(cached)
 
     def _apply(self, units: Sequence[str], context: EquivContext, for_metrics: bool) -> list[EquivUnit]:

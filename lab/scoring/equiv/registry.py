@@ -30,10 +30,18 @@ def connector_of(text: str) -> str:
 
 @dataclass
 class EquivContext:
-    """What sequence rules may read and update: the working directory and the user's home."""
+    """What sequence rules may read and update: the working directory and the user's home.
+    `max_resolved_chars`: the most characters of resolved directories the `cd` rule may write for
+    the side in hand (set by the pipeline from the rules file's `limits`; None: no bound)."""
 
     cwd: str | None = None
     home: str | None = None
+    max_resolved_chars: int | None = None
+
+
+class EquivTooLarge(Exception):
+    """A side's normalised units would pass the rules file's `limits` (raised by a rule as soon as
+    they do); the step's equiv is skipped with this reason."""
 
 
 UnitRule = Callable[[str, Params], "list[str]"]

@@ -5,7 +5,7 @@ import posixpath
 import re
 import shlex
 
-from lab.scoring.equiv.registry import EquivContext, EquivUnit, Params, connector_of, sequence_rule
+from lab.scoring.equiv.registry import EquivContext, EquivTooLarge, EquivUnit, Params, connector_of, sequence_rule
 from lab.scoring.equiv.shell import parse_unit, plain_words, simple_command, source_of
 
 
@@ -61,9 +61,13 @@ def resolve_dir(target: str | None, cwd: str | None, home: str | None) -> str | 
 
 @sequence_rule("cd")
 def cd(units: list[EquivUnit], context: EquivContext, params: Params) -> list[EquivUnit]:
-    """`cd myproject` in /app is `cd /app/myproject`; later units see the new directory."""
+    """`cd myproject` in /app is `cd /app/myproject`; later units see the new directory.
+
+    Each resolved target is as long as the directory: `cd a; cd a; …` writes ever longer paths, so
+    the resolved characters are counted against `context.max_resolved_chars` as they grow (EquivTooLarge)."""
     out: list[EquivUnit] = []
     cwd = context.cwd
+    written = 0
     for unit in units:
         prefix = "" if unit.literal else connector_of(unit.text)
         text = unit.text[len(prefix):]
@@ -75,6 +79,10 @@ def cd(units: list[EquivUnit], context: EquivContext, params: Params) -> list[Eq
             continue
         resolved = resolve_dir(target, cwd, context.home)
         if resolved is not None and target != "-":
+            written += len(resolved)
+            if context.max_resolved_chars is not None and written > context.max_resolved_chars:
+                raise EquivTooLarge(f"cd targets resolve to {written:,}+ characters; at most "
+                                    f"{context.max_resolved_chars:,}")
             out.append(unit.with_text(prefix + "cd " + shlex.quote(resolved)))
         elif target is not None and target.startswith("~") and target != text[3:].strip():
             out.append(unit.with_text(prefix + "cd " + target))  # `cd $HOME/x` -> `cd ~/x`

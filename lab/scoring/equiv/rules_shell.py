@@ -1,7 +1,10 @@
 """Rules that need the shell's grammar (bashlex): chains, quoting, flag bundling."""
 from __future__ import annotations
 
+import heapq
+import re
 import shlex
+from collections import deque
 from typing import Mapping
 
 from lab.scoring.equiv.config import load_config
@@ -77,26 +80,63 @@ def canonical_word(word: str, bare_chars: frozenset[str]) -> str:
     return shlex.quote(word)
 
 
+# A unit made only of these, blanks and quotes is a simple command of words with no expansion,
+# glob, tilde, assignment, escape or operator: its quoted words are found without the shell
+# parser (which costs ~40 us a character). tests/scoring/test_equiv_cost.py checks both ways agree.
+QUOTED_WORDS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+:,./_- \t'\"")
+_QUOTED_WORD = re.compile(r"(?:[^\s'\"]+|'[^']*'|\"[^\"]*\")+")
+_QUOTED_PIECE = re.compile(r"[^\s'\"]+|'([^']*)'|\"([^\"]*)\"")
+
+
+def quoted_words(text: str) -> list[tuple[int, int, str]] | None:
+    """(start, end, value) of each word of a unit of QUOTED_WORDS_CHARS alone, quotes removed from
+    the value (as POSIX shlex.split reads it); None for any other unit, or an unclosed quote."""
+    if not QUOTED_WORDS_CHARS.issuperset(text):
+        return None
+    words, at = [], 0
+    for match in _QUOTED_WORD.finditer(text):
+        if text[at:match.start()].strip(" \t"):
+            return None
+        value = "".join(m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0)
+                        for m in _QUOTED_PIECE.finditer(match.group(0)))
+        words.append((match.start(), match.end(), value))
+        at = match.end()
+    return words if not text[at:].strip(" \t") else None
+
+
 @unit_rule("quoting", token_neutral=True)
 def quoting(text: str, params: Params) -> list[str]:
     """Quoting that does not change meaning goes: `cat 'a.txt'` = `cat "a.txt"` = `cat a.txt`."""
     if not any(c in text for c in QUOTE_CHARS):  # nothing quoted: spare the parser
         return [text]
+    bare = frozenset(params.get("bare_chars", ""))
+    if QUOTED_WORDS_CHARS.issuperset(text):  # words and quotes only: no parser needed
+        words = quoted_words(text)
+        spans = _requoted(text, words, bare) if words is not None else []  # None: an unclosed quote
+    else:
+        spans = parsed_requoting(text, bare)
+    return [replace_spans(text, spans)] if spans else [text]
+
+
+def _requoted(text: str, words: list[tuple[int, int, str]], bare: frozenset[str]) -> list[tuple[int, int, str]]:
+    """The spans of quoted or escaped words, each with its canonical spelling where that differs."""
+    spans = []
+    for start, end, value in words:
+        source = text[start:end]
+        if source != value:  # quoted or escaped somewhere
+            new = canonical_word(value, bare)
+            if new != source:
+                spans.append((start, end, new))
+    return spans
+
+
+def parsed_requoting(text: str, bare: frozenset[str]) -> list[tuple[int, int, str]]:
+    """`_requoted` over the plain words of a unit's commands as the shell parser reads them."""
     node = parse_unit(text)
     if node is None:
-        return [text]
-    bare = frozenset(params.get("bare_chars", ""))
-    spans = []
-    for command in commands_in(node):
-        for word in command.parts:
-            if not is_plain_word(word):
-                continue
-            source = source_of(text, word)
-            if source != word.word:  # quoted or escaped somewhere
-                new = canonical_word(word.word, bare)
-                if new != source:
-                    spans.append((*word.pos, new))
-    return [replace_spans(text, spans)] if spans else [text]
+        return []
+    words = [(*word.pos, word.word) for command in commands_in(node) for word in command.parts if is_plain_word(word)]
+    return _requoted(text, words, bare)
 
 
 def _option_letters(word: str, extra: str) -> str | None:
@@ -136,19 +176,39 @@ def _ordered(flags: list[str], groups: dict[str, str], commuting: set[frozenset[
     repeated counts as conflicting with itself, harmlessly). Among the letters whose conflicting
     predecessors are all placed, the one with the smallest key goes next: (its group, itself) for a
     grouped letter, (itself, itself) otherwise. Orders that differ only by swapping commuting letters
-    give the same result (the lexicographic normal form of the trace)."""
+    give the same result (the lexicographic normal form of the trace).
+
+    Only the first unplaced occurrence of a letter can be next (it conflicts with itself), and it is
+    ready when no letter it conflicts with has an earlier unplaced occurrence; placing a letter
+    changes the readiness of that letter's conflict group only. So each flag costs a few steps over
+    its group and a heap of at most one entry per distinct letter: linear in the flags, however many
+    (a unit of 8,000 letters took minutes when every pick rescanned the letters left)."""
     def conflict(a: str, b: str) -> bool:
         return a == b or (a in groups and groups.get(b) == groups[a] and frozenset((a, b)) not in commuting)
 
-    def key(c: str) -> tuple[str, str]:
-        return (groups.get(c, c), c)
+    letters = sorted(set(flags))
+    blockers = {c: [d for d in letters if d != c and conflict(c, d)] for c in letters}
+    left: dict[str, deque[int]] = {c: deque() for c in letters}
+    for i, c in enumerate(flags):
+        left[c].append(i)
+    end = len(flags)
 
-    left = list(flags)
+    def ready(c: str) -> bool:
+        return bool(left[c]) and all((left[d][0] if left[d] else end) > left[c][0] for d in blockers[c])
+
+    heap = [(groups.get(c, c), c) for c in letters if ready(c)]
+    heapq.heapify(heap)
+    queued = {c for _, c in heap}
     out: list[str] = []
-    while left:
-        ready = [i for i, c in enumerate(left) if not any(conflict(b, c) for b in left[:i])]
-        pick = min(ready, key=lambda i: key(left[i]))
-        out.append(left.pop(pick))
+    while heap:  # a queued letter stays ready: placing another only moves that one's next occurrence later
+        _, c = heapq.heappop(heap)
+        queued.discard(c)
+        out.append(c)
+        left[c].popleft()
+        for d in (c, *blockers[c]):
+            if d not in queued and ready(d):
+                heapq.heappush(heap, (groups.get(d, d), d))
+                queued.add(d)
     return out
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from lab.scoring.equiv.cache import MISSING, SizedCache
 from lab.scoring.equiv.config import EquivConfig
-from lab.scoring.equiv.pipeline import get_pipeline
-from lab.scoring.equiv.registry import EquivContext
+from lab.scoring.equiv.pipeline import UNIT_OVERHEAD_CHARS, get_pipeline, side_chars
+from lab.scoring.equiv.registry import EquivContext, EquivTooLarge
 from lab.scoring.metrics import StepMetrics, score_batch
 from lab.scoring.tokens import normalize_unit
 
@@ -46,29 +47,63 @@ def better_of(harness: StepMetrics, normalised: StepMetrics) -> EquivMetrics:
 
 def too_large(pred_units: Sequence[str], ref_units: Sequence[str], config: EquivConfig | None = None) -> str | None:
     """"equiv skipped: too large (…)" when either side of a step is past the rules file's `limits`
-    (units, or characters in all), else None: such a step is not normalised at all."""
+    (units, characters in all, or characters of one unit), else None: such a step is not normalised."""
     limits = (config or get_pipeline(None).config).limits()
-    max_units, max_chars = limits["max_units"], limits["max_side_chars"]
+    max_units, max_chars, max_unit = limits["max_units"], limits["max_side_chars"], limits["max_unit_chars"]
     for side, units in (("pred", pred_units), ("ref", ref_units)):
         if len(units) > max_units:
             return f"{SKIPPED} ({len(units):,} {side} units; at most {max_units:,} a side)"
-        chars = sum(len(u) for u in units if isinstance(u, str))
+        chars = side_chars(units)
         if chars > max_chars:
             return f"{SKIPPED} ({chars:,} {side} characters; at most {max_chars:,} a side)"
+        longest = max((len(u) for u in units if isinstance(u, str)), default=0)
+        if longest > max_unit:
+            return f"{SKIPPED} (a {side} unit of {longest:,} characters; at most {max_unit:,} a unit)"
+    return None
+
+
+def skip_reason(pred_units: Sequence[str], ref_units: Sequence[str], context: EquivContext | None = None,
+                config: EquivConfig | None = None) -> str | None:
+    """Why equiv_f1 leaves this step out ("equiv skipped: too large (…)"), or None when it does not:
+    past the `limits` as given (`too_large`), or normalised units that would grow past them."""
+    reason = too_large(pred_units, ref_units, config)
+    if reason is not None:
+        return reason
+    pipeline = get_pipeline(config)
+    for side, units in (("pred", pred_units), ("ref", ref_units)):
+        try:
+            pipeline.apply(units, context)
+        except EquivTooLarge as exc:
+            return f"{SKIPPED} (the {side} side's {exc})"
     return None
 
 
 def depends_on_cwd(pred_units: Sequence[str], ref_units: Sequence[str], config: EquivConfig | None = None) -> bool:
     """Whether the step's normalised units change with the working directory (a relative `cd`, `cd ~`):
-    without the step's screen (the replay) its equiv_f1 cannot be computed the way Compare does."""
+    without the step's screen (the replay) its equiv_f1 cannot be computed the way Compare does.
+    True too when resolving them in some directory passes the limits (no number without the screen)."""
     pipeline = get_pipeline(config)
-    return any([u.text for u in pipeline.apply(units, EquivContext(), True)]
-               != [u.text for u in pipeline.apply(units, _PROBE, True)] for units in (pred_units, ref_units))
+    try:
+        return any([u.text for u in pipeline.apply(units, EquivContext(), True)]
+                   != [u.text for u in pipeline.apply(units, _PROBE, True)] for units in (pred_units, ref_units))
+    except EquivTooLarge:
+        return True
 
 
 FULL_MATCH = StepMetrics(1.0, 1.0, 1.0, 1.0)
-SCORED_CACHE = 1 << 18  # (scorer, config, pred, ref, cwd, home) -> the normalised metrics
-_scored: dict[tuple, StepMetrics | None] = {}
+# (scorer, config, pred, ref, cwd, home) -> the normalised metrics, None where no rule changed the step,
+# TOO_LARGE where its normalised units pass the limits; bounded by the characters of the keys
+SCORED_CACHE_CHARS = 1 << 23
+_scored = SizedCache(SCORED_CACHE_CHARS)
+TOO_LARGE = "too large"
+
+
+def _normalised(pipeline, p: Sequence[str], r: Sequence[str], ctx: EquivContext | None):
+    """Both sides' normalised unit texts (metrics rules only), or None when either passes the limits."""
+    try:
+        return [u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)]
+    except EquivTooLarge:
+        return None
 
 
 def equiv_batch(
@@ -78,7 +113,8 @@ def equiv_batch(
     config: EquivConfig | None = None,
 ) -> list[EquivMetrics | None]:
     """equiv metrics of many (pred_units, ref_units, context) steps; None for a step past the
-    per-step limits (`too_large`: never normalised, never guessed).
+    per-step limits (`too_large`: never normalised, never guessed) or whose normalised units would
+    grow past them (`skip_reason` says which).
 
     `harness`: the steps' published metrics where known (stored ones); the others are computed.
     The normalised units are scored with the harness's own `score_batch`, once per distinct
@@ -92,9 +128,8 @@ def equiv_batch(
     missing = [i for i, h in enumerate(base) if h is None and not skip[i]]
     for i, metrics in zip(missing, score_batch([(list(rows[i][0]), list(rows[i][1])) for i in missing], scorer)):
         base[i] = metrics
-    if len(_scored) >= SCORED_CACHE:
-        _scored.clear()
     keys: list[tuple | None] = []
+    found: dict[tuple, object] = {}  # this call's answers (the shared cache may drop an entry meanwhile)
     todo: dict[tuple, tuple[list[str], list[str]]] = {}
     for (p, r, ctx), h, skipped in zip(rows, base, skip):
         if skipped or h.f1 >= 1.0:
@@ -102,23 +137,31 @@ def equiv_batch(
             continue
         key = (scorer, pipeline.config, tuple(p), tuple(r), ctx.cwd if ctx else None, ctx.home if ctx else None)
         keys.append(key)
-        if key in _scored or key in todo:
+        if key in found or key in todo:
             continue
-        norm = ([u.text for u in pipeline.apply(p, ctx, True)], [u.text for u in pipeline.apply(r, ctx, True)])
-        if norm == (list(p), list(r)):  # no rule changed it: it scores what the harness gave it
-            _scored[key] = None
+        cached = _scored.get(key, MISSING)
+        if cached is not MISSING:
+            found[key] = cached
+            continue
+        norm = _normalised(pipeline, p, r, ctx)
+        if norm is None:  # grew past the limits while normalised
+            found[key] = TOO_LARGE
+        elif norm == (list(p), list(r)):  # no rule changed it: it scores what the harness gave it
+            found[key] = None
         elif norm[0] and norm[0] == norm[1]:  # the same units after the rules: a full match
-            _scored[key] = FULL_MATCH
+            found[key] = FULL_MATCH
         else:
             todo[key] = norm
-    _scored.update(zip(todo, score_batch(list(todo.values()), scorer)))
+    found.update(zip(todo, score_batch(list(todo.values()), scorer)))
+    for key, value in found.items():
+        _scored.put(key, value, side_chars(key[2]) + side_chars(key[3]) + UNIT_OVERHEAD_CHARS * (len(key[2]) + len(key[3])))
     out: list[EquivMetrics | None] = []
     for key, h, skipped in zip(keys, base, skip):
-        if skipped:
+        normalised = found.get(key) if key is not None else None
+        if skipped or normalised is TOO_LARGE:
             out.append(None)
             continue
-        normalised = _scored.get(key) if key is not None else None
-        out.append(better_of(h, normalised if normalised is not None else h))
+        out.append(better_of(h, normalised if normalised is not None else h))  # type: ignore[arg-type]
     return out
 
 
@@ -168,9 +211,13 @@ def equiv_step(
     context = context or EquivContext()
     pipeline = get_pipeline(config)
     skipped = too_large(pred_units, ref_units, pipeline.config)
+    if skipped is None:
+        try:
+            pred_norm, ref_norm = pipeline.apply(pred_units, context), pipeline.apply(ref_units, context)
+        except EquivTooLarge:
+            skipped = skip_reason(pred_units, ref_units, context, pipeline.config)
     if skipped is not None:
         return EquivStep(None, [(u,) for u in pred_units], [(u,) for u in ref_units], context, skipped)
-    pred_norm, ref_norm = pipeline.apply(pred_units, context), pipeline.apply(ref_units, context)
     pred_pieces: list[list[str]] = [[] for _ in pred_units]
     ref_pieces: list[list[str]] = [[] for _ in ref_units]
     for u in pred_norm:

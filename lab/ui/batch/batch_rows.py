@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lab.data.step import Step
-from lab.ui.shell.html_text import esc
+from lab.ui.shell.html_text import esc, fmt
 
 BUCKETS = ("early", "mid", "late")
 # what a batch runs: each engine's answers (a replay), or the reference answers' likelihood (score-reference)
@@ -72,7 +72,7 @@ def render_aggregate(rows: Sequence[BatchRow], overall: bool = False) -> str:
                 f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
                 f'<td><span data-field="steps">{r.done}/{r.total}</span>{_bar(r.done, r.total)}</td>'
                 f'<td data-field="ref_nll" colspan="4">reference NLL/token '
-                f'{"–" if nll is None else f"{float(nll):.4f}"} ({agg.get("steps_scored", r.done)} steps scored)</td>{node}'
+                f'{fmt(nll)} ({agg.get("steps_scored", r.done)} steps scored)</td>{node}'
                 f'<td data-field="state" class="lab-state-{_state_class(r.state)}">{esc(r.state)}</td></tr>')
             continue
         body.append(

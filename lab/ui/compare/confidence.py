@@ -61,7 +61,9 @@ def render_confidence(view) -> str:
     """The answer token by token, shaded by (1 − probability), or "not recorded"."""
     lp = getattr(view, "logprobs", None)
     if lp is None or not lp.tokens:
-        return '<div class="lab-muted" data-logprobs="none">token log-probabilities: not recorded</div>'
+        why = getattr(view, "logprobs_error", None)
+        return ('<div class="lab-muted" data-logprobs="none">token log-probabilities: not recorded'
+                f'{f" · {esc(why)}" if why else ""}</div>')
     low = math.log(logprob_settings()["low_confidence"])
     parting = getattr(view, "parting", None)
     spans = []

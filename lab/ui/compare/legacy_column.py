@@ -12,6 +12,7 @@ from lab.data.replay import ReplaySet
 from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.pipeline import run_steps
+from lab.security.paths import display_path, redact_paths
 from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
 from lab.ui.compare.step_view import ABSENT, ERROR, EngineView, engine_view_from_result, engine_view_state
@@ -29,7 +30,7 @@ def legacy_replay_of(ctx: LabContext) -> tuple[ReplaySet | None, str | None]:
     try:
         return load_legacy_replay(ctx.settings), None
     except LabError as exc:
-        return None, str(exc)
+        return None, redact_paths(str(exc), ctx.settings)
 
 
 def answer_legacy_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
@@ -40,7 +41,8 @@ def answer_legacy_step(ctx: LabContext, entry: EngineEntry, step: Step) -> Engin
     target = step if legacy is None else legacy.by_key.get(step.key)
     if target is None:
         view = engine_view_state(entry.spec, entry.name, ABSENT, (
-            f"step {step.key} is not in the legacy 386-step replay ({legacy.path}): this legacy run was never "
+            f"step {step.key} is not in the legacy 386-step replay ({display_path(legacy.path, ctx.settings)}): "
+            "this legacy run was never "
             "asked it"), entry.kind)
     else:
         try:
@@ -53,8 +55,9 @@ def answer_legacy_step(ctx: LabContext, entry: EngineEntry, step: Step) -> Engin
 
 
 def replay_label(ctx: LabContext, entry: EngineEntry) -> tuple[str, str]:
-    """(short text, longer title) naming the replay and scorer a stored column is compared on."""
-    loaded = ctx.replay.path if ctx.replay else "none"
+    """(short text, longer title) naming the replay and scorer a stored column is compared on; a replay's
+    path as the header shows it (relative to the data folders, else its file name: never the server's path)."""
+    loaded = display_path(ctx.replay.path, ctx.settings) if ctx.replay else "none"
     if not is_legacy(entry):
         return "corrected scorer · loaded replay", f"scored with the corrected scorer on the loaded replay ({loaded})"
     legacy, problem = legacy_replay_of(ctx)
@@ -63,7 +66,8 @@ def replay_label(ctx: LabContext, entry: EngineEntry) -> tuple[str, str]:
                 problem or missing_legacy_replay_message())
     extra = len(set(legacy.by_key) - set(ctx.replay.by_key)) if ctx.replay else len(legacy.by_key)
     return ("legacy_386 · legacy scorer · legacy 386-step replay",
-            f"scored with the legacy scorer on the legacy replay {legacy.path} ({len(legacy.steps)} steps, mode all; "
+            f"scored with the legacy scorer on the legacy replay {display_path(legacy.path, ctx.settings)} "
+            f"({len(legacy.steps)} steps, mode all; "
             f"{extra} of them are not in the loaded replay {loaded} and are not shown)")
 
 

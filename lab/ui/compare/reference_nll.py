@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from lab.data.step import Step
 from lab.ui.shell.context import EngineEntry, LabContext
-from lab.ui.shell.html_text import esc
+from lab.ui.shell.html_text import esc, fmt
 
 NOT_RECORDED = "not recorded"
 
@@ -51,8 +53,10 @@ def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: 
         df = None
     if df is None or df.empty:
         return ReferenceNll(why="no score-reference run of this model for this step")
-    row = df.iloc[0]
-    return ReferenceNll(float(row["ref_nll_per_token"]), int(row["ref_tokens"]), "score-reference run")
+    nll, tokens = df.iloc[0]["ref_nll_per_token"], df.iloc[0]["ref_tokens"]
+    if pd.isna(nll) or pd.isna(tokens):  # a store written before the importer refused such rows
+        return ReferenceNll(why="the score-reference run of this model recorded no NLL per token for this step")
+    return ReferenceNll(float(nll), int(tokens), "score-reference run")
 
 
 def render_reference_nll(ref: ReferenceNll | None) -> str:
@@ -65,4 +69,4 @@ def render_reference_nll(ref: ReferenceNll | None) -> str:
                 f'<span>ref NLL/tok</span><b class="lab-muted">{NOT_RECORDED}</b></div>')
     title = f"the reference answer's {ref.tokens} tokens under this engine ({ref.source}); lower is likelier"
     return (f'<div class="lab-metric lab-ref-nll" data-metric="ref NLL/tok" title="{esc(title)}">'
-            f'<span>ref NLL/tok</span><b>{ref.nll_per_token:.3f}</b></div>')
+            f'<span>ref NLL/tok</span><b>{fmt(ref.nll_per_token, 3)}</b></div>')

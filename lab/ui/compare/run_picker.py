@@ -41,7 +41,10 @@ def scorer_note(ctx: LabContext, run_id: str) -> str | None:
     legacy, problem = legacy_replay_of(ctx)
     name = df.iloc[0]["display_name"]
     if legacy is not None:
-        return (f"{name}: a legacy 386-step run, shown on its own steps of the legacy replay ({legacy.path}) and "
+        from lab.security.paths import display_path
+
+        return (f"{name}: a legacy 386-step run, shown on its own steps of the legacy replay "
+                f"({display_path(legacy.path, ctx.settings)}) and "
                 "scored with the legacy scorer; steps it was never asked are marked 'not in this run'.")
     from lab.data.legacy_replay import missing_legacy_replay_message
 

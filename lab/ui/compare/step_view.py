@@ -60,6 +60,7 @@ class EngineView:
     pred_rows: list[UnitMatch] = field(default_factory=list)
     equiv: Any = None  # lab.ui.compare.equiv_view.EquivSummary: equiv_f1, not the published score
     logprobs: Any = None  # lab.engines.logprobs.TokenLogprobs of the answer (None: not recorded)
+    logprobs_error: str | None = None  # why they are not recorded, where they were asked for and malformed
     parting: Any = None  # lab.ui.compare.confidence.Parting: where this answer parts from the first other column's
     live: Any = None  # lab.engines.progress.ProgressSnapshot while generating: elapsed time, tokens so far
     ref_nll: Any = None  # lab.ui.compare.reference_nll.ReferenceNll: the reference answer's NLL per token under this engine
@@ -157,6 +158,7 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         completion_tokens=completion.completion_tokens,
         stored=completion.stored is not None or completion.command_units is not None,
         logprobs=getattr(completion, "logprobs", None),
+        logprobs_error=getattr(completion, "logprobs_error", None),
     )
     if getattr(completion, "absent", False):
         view.state, view.error = ABSENT, "this run has no answer for this step; its aggregate covers only the steps it answered"

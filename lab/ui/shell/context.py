@@ -277,7 +277,7 @@ class LabContext:
     def add_engine(self, spec: str, wait: bool = False) -> str:
         """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
         In public mode the engine belongs to the visitor's session (capped; see lab.ui.shell.session)."""
-        from lab.ui.shell.session import current_client, current_session
+        from lab.ui.shell.session import current_client, current_session, public_limit
 
         session = current_session() if self.sessions is not None else None
         if session:
@@ -288,7 +288,9 @@ class LabContext:
             self.sessions.check_room(session, client)
             self.pool.check_allowed(spec, visitor=True)
             with self.sessions.reserve(session, client):  # checked again, counted while it is added
-                name = self.pool.add(spec, visitor=True)
+                # its vLLM engines share one visitor-sized part of the memory budget with the client's others
+                holder = self.sessions.client_of(session) or f"session {session}"
+                name = self.pool.add(spec, visitor=True, client=holder, client_share=public_limit("client_vllm_share"))
                 self.sessions.add(session, name)  # an add is use: the session's idle clock restarts
         else:
             name = self.pool.add(spec)

@@ -15,8 +15,16 @@ def sim_style(f1: float) -> str:
     return f"background:hsl({hue},70%,88%)"
 
 
+LARGE = 1e6  # from here on a number is shown in scientific notation (a 1e308 NLL was 309 digits long)
+
+
 def fmt(value: float | None, digits: int = 4) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
+    """`value` with `digits` decimals ('–' for None); past a million in scientific notation; never '-0.000'
+    (a clamped log-probability of 0 negated)."""
+    if value is None:
+        return "–"
+    value = float(value) + 0.0  # -0.0 -> 0.0
+    return f"{value:.{digits}e}" if abs(value) >= LARGE else f"{value:.{digits}f}"
 
 
 def pre(text: str, limit: int | None, cls: str = "lab-pre") -> str:

@@ -54,15 +54,20 @@ def apply_proxy_trust(settings: Settings) -> None:
         os.environ[UVICORN_ENV] = ",".join(trusted_proxies())
 
 
+UNREADABLE = "behind a trusted proxy, address unreadable"
+
+
 def client_key(host: str | None) -> str | None:
     """The per-client share's key for an address: an IPv4 address as is (also when written as
-    IPv4-mapped IPv6), an IPv6 address as its /64 (proxies.yaml), anything else as given."""
+    IPv4-mapped IPv6), an IPv6 address as its /64 (proxies.yaml). Anything else can only be an
+    X-Forwarded-For entry a trusted proxy passed on (a TCP peer is always an address): all of them
+    are one client, the proxy's, so writing a new one does not make a new client."""
     if not host:
         return None
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return host
+        return UNREADABLE
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)

@@ -37,6 +37,43 @@ SWEEP_OFF = (
 )
 
 
+PUBLIC_ENV = "LAB_PUBLIC"
+
+
+def reaches_beyond_this_machine(host: str) -> bool:
+    """Whether binding `host` serves other machines: any address it stands for that is not loopback
+    (`0.0.0.0`, `::`, a LAN address or a name for one). A name that does not resolve is left to
+    launch() (which says so in one line)."""
+    import ipaddress
+    import socket
+
+    name = host.strip().strip("[]")
+    if name.lower() == "localhost":
+        return False
+    try:
+        addresses = {ipaddress.ip_address(name)}
+    except ValueError:
+        try:
+            addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in socket.getaddrinfo(name, None)}
+        except (OSError, UnicodeError, ValueError):
+            return False
+    return any(not (getattr(a, "ipv4_mapped", None) or a).is_loopback for a in addresses)
+
+
+def exposure_problem(host: str, settings: Settings) -> str | None:
+    """Why the lab will not serve on `host`, or None. The owner's lab (not public mode) runs Batch and
+    sweeps and reads any path: served beyond this machine (`--host 0.0.0.0`, a container's default),
+    anyone who reaches the port could. So that takes a choice: LAB_PUBLIC=1 (what a visitor may do:
+    docs/security.md), or LAB_PUBLIC=0 to serve the owner's lab there anyway (a trusted network)."""
+    if settings.public or parse_bool(os.environ.get(PUBLIC_ENV, "")) is False:
+        return None
+    if not reaches_beyond_this_machine(host):
+        return None
+    return (f"--host {host} (or $GRADIO_SERVER_NAME) serves this lab beyond this machine, and it is the owner's lab "
+            "(Batch, sweeps, any path): set LAB_PUBLIC=1 to serve it in public mode, LAB_PUBLIC=0 to serve the owner's "
+            "lab there anyway, or --host 127.0.0.1")
+
+
 def visitor_annotations_allowed() -> bool:
     """Whether the owner lets visitors add tags, notes and saved slices (LAB_PUBLIC_ANNOTATIONS=1)."""
     return bool(parse_bool(os.environ.get(ANNOTATIONS_ENV, "") or "0"))

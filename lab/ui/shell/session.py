@@ -27,7 +27,8 @@ from lab.errors import LabError
 
 LIMITS_FILE = Path(__file__).with_name("public_limits.yaml")
 LIMIT_ENV = {"session_engines": "LAB_SESSION_MAX_ENGINES", "visitor_engines": "LAB_VISITOR_MAX_ENGINES",
-             "client_engines": "LAB_CLIENT_MAX_ENGINES", "idle_unload_s": "LAB_VISITOR_IDLE_S",
+             "client_engines": "LAB_CLIENT_MAX_ENGINES", "client_vllm_share": "LAB_CLIENT_VLLM_SHARE",
+             "idle_unload_s": "LAB_VISITOR_IDLE_S",
              "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S"}
 
 
@@ -40,9 +41,12 @@ def public_limit(key: str) -> float:
     """One limit of public_limits.yaml, or its environment override when that is a number >= 0."""
     default = float(_file_limits()[key])
     try:
-        return max(0.0, float(os.environ.get(LIMIT_ENV[key], default)))
+        value = max(0.0, float(os.environ.get(LIMIT_ENV[key], default)))
     except ValueError:
         return default
+    if value != value or value == float("inf"):  # nan, inf: not a limit
+        return default
+    return min(value, 1.0) if key == "client_vllm_share" else value
 
 
 def current_client() -> str | None:
@@ -113,6 +117,11 @@ class SessionEngines:
         if not client:
             return 0
         return sum(len(self._by_session.get(s, ())) + self._pending.get(s, 0) for s, c in self._client.items() if c == client)
+
+    def client_of(self, session: str) -> str | None:
+        """The client `session` is counted under (its first one), once it checked for room."""
+        with self._lock:
+            return self._client.get(session)
 
     def is_visitor_engine(self, name: str) -> bool:
         with self._lock:
