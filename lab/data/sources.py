@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from lab.data.download import Expected, FileCheck, fetch_checked
 from lab.errors import LabError
+from lab.settings import default_cache_dir
 
 DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
     ".json": "json",
@@ -54,7 +55,7 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
     if not source:
         raise _missing("(none given)", url)
     if source.startswith(("http://", "https://")):
-        cache_dir = getattr(settings, "cache_dir", None) or Path.home() / ".cache" / "tb2lite-lab"
+        cache_dir = getattr(settings, "cache_dir", None) or default_cache_dir()
         path = download_replay(source, cache_dir, expect=expected_replay(settings), check=check)
         return ReplaySource("jsonl", str(path), path=path)
     path = Path(source).expanduser()
