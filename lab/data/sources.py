@@ -17,6 +17,8 @@ DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
     ".parquet": "parquet",
     ".csv": "csv",
 }
+# how to point the lab at a replay file on this machine (said wherever the lab has none)
+LOCAL_REPLAY_HINT = "start the lab with --replay PATH or set LAB_REPLAY=PATH (a local replay .jsonl file)"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 ProgressCallback = Callable[[int, int | None], None]
 

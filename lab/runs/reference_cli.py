@@ -41,10 +41,10 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.claims import check_run_name
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
     from lab.runs.replay import run_file_name
-    from lab.runs.replay_cli import note, select_steps, step_selection
+    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection
     from lab import jsontext
 
-    settings = Settings()
+    settings = replay_settings(args)
     replay_set, steps = select_steps(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.settings import PROJECT_ROOT
 from lab.ui.compare.audit_panel import audit_answer, column_audits
@@ -263,7 +264,7 @@ def no_replay_panel(ctx: LabContext) -> str:
     url = ctx.settings.replay_url
     problem = f"<p class='lab-muted'>{ctx.replay_error_html}</p>" if ctx.replay_error_html else ""
     return render_notice(
-        "No replay data configured",
+        f"No replay data configured: {LOCAL_REPLAY_HINT}",
         f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
         "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
         "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
@@ -416,7 +417,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         try:
             ctx.download_replay()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
-            gr.Warning(f"Download failed: {exc}. Start the lab with --replay PATH instead.")
+            gr.Warning(f"Download failed: {exc}. Point the lab at a local replay file instead: {LOCAL_REPLAY_HINT}.")
             return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
         warm_instant_engines(ctx)
