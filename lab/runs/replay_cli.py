@@ -76,6 +76,15 @@ def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dic
     return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
 
 
+def warn_preset_fit(spec: str, engine: object) -> None:
+    """One warning line when the SPEC's preset is made for another family than its checkpoint's."""
+    from lab.engines.preset_fit import fit_warning
+
+    warning = fit_warning(engine)
+    if warning:
+        print(f"warning: {spec}: {warning}", file=sys.stderr)
+
+
 def replay_settings(args: argparse.Namespace) -> Settings:
     """The lab's settings for a command given `--replay PATH`: that replay is the one the store reads its
     steps' screens from when this command imports its run (equiv_f1 resolves `cd` targets with them), as
@@ -138,6 +147,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     name = args.name if len(args.engine) == 1 else None
     for spec in args.engine:
         engine = create_engine(spec)
+        warn_preset_fit(spec, engine)
         try:  # a refused run name says so before a model loads for minutes
             check_run_name(out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite,
                            explicit=bool(name), taken=taken)

@@ -33,6 +33,7 @@ def _select(args: argparse.Namespace, settings: Settings):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lab.engines.preset_fit import spec_fit_warnings
     from lab.runs.replay_cli import replay_settings
     from lab.runs.samples_cli import check_sample_args
     from lab.sweep.bars import TerminalBars
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
                        "(teacher forcing, no sampling); drop --samples")
     settings = replay_settings(args)
     specs = expand_specs(args.engine)
+    for line in spec_fit_warnings(specs):  # built here as on the workers, where the checkpoints are the same paths
+        print(f"warning: {line}", file=sys.stderr)
     replay_set, steps = _select(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     run_name = args.name if len(specs) == 1 else None

@@ -239,6 +239,8 @@ class AuditView:
     model: str = ""  # the engine's architecture · context · dtype (lab.engines.model_facts)
     preset: str | None = None
     flags: list[str] | None = None  # a managed server's flags (None for a public visitor)
+    preset_changes: list | None = None  # what the preset sets vs no preset (lab.engines.preset_changes)
+    preset_warning: str | None = None  # the checkpoint is not of the preset's family
 
     @property
     def budget(self) -> int | None:
