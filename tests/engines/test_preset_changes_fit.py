@@ -116,3 +116,31 @@ def test_a_preset_naming_an_unknown_family_is_refused(tmp_path):
     path.write_text("families:\n  Gemma-4:\n    model_types: gemma4\npresets: {}\n")
     with pytest.raises(EngineSpecError, match="must be a list of names"):
         load_presets(path)
+
+
+def test_a_hostile_config_json_is_text_or_nothing(tmp_path):
+    """A checkpoint folder's config.json is data: markup in it is shown escaped, a huge or deeply nested one
+    is not read (no verdict, no warning), and nothing from it reaches the page unescaped."""
+    from lab.engines.pool import EnginePool
+    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.ui.shell.context import entry_from_status
+
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "config.json").write_text('{"model_type": "<img src=x onerror=alert(1)>", '
+                                      '"architectures": ["<script>alert(2)</script>", 7, null]}')
+    engine = create_engine(f"transformers:{evil}?preset=gemma4-e4b-sft&device=cpu", presets=PRESETS)
+    warning = fit_warning(engine)
+    assert "<script>alert(2)</script> (<img src=x onerror=alert(1)>)" in warning
+    pool = EnginePool(presets=PRESETS)
+    try:
+        pool.add(f"transformers:{evil}?preset=gemma4-e4b-sft&device=cpu&name=evil")
+        pool.wait(timeout=60)
+        html = render_engine_table([entry_from_status(row) for row in pool.status()])
+    finally:
+        pool.close_all()
+    assert "<script>" not in html and "<img" not in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+    for body in ("[" * 100_000 + "]" * 100_000, '{"model_type": "' + "x" * (5 * 2**20) + '"}', "[]", "not json"):
+        (evil / "config.json").write_text(body)
+        assert read_checkpoint(str(evil)).known is False
+        assert fit_warning(create_engine(f"vllm:{evil}?preset=gemma4-e4b-sft", presets=PRESETS)) is None
