@@ -90,6 +90,7 @@ class LabContext:
     _run_ids: dict = field(default_factory=dict)
     sessions: Any = None  # lab.ui.shell.session.SessionEngines in public mode: visitors' engines per session
     equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
+    inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
 
     @property
     def replay_error_html(self) -> str:
