@@ -458,13 +458,16 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         """The answers to the step shown that are being generated (started by another Generate, another page, a
         page since reloaded): "generating…" with their progress until each is in; nothing when none runs."""
         key = step_key_argument(key)
-        if ctx.replay is None or key not in ctx.replay.by_key:
-            return
-        columns_now = columns_painter(ctx.replay.by_key[key], bool(full))
-        for views in follow_views(ctx, key):
-            if moved_on(request, key):
-                return
-            yield columns_now(views), render_f1_gap(f1_gap(views))
+        painted = False
+        if ctx.replay is not None and key in ctx.replay.by_key:
+            columns_now = columns_painter(ctx.replay.by_key[key], bool(full))
+            for views in follow_views(ctx, key):
+                if moved_on(request, key):
+                    break
+                painted = True
+                yield columns_now(views), render_f1_gap(f1_gap(views))
+        if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
+            yield gr.skip(), gr.skip()
 
     def on_download():
         if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
