@@ -62,7 +62,7 @@ def test_results_table_marks_partial_and_fills_rank(lab):
     names = " ".join(runs["name"])
     assert f"excerpt14 [partial {n}/303]" in names
     assert f"shardrun [partial {n}/{n}, shard 1 of 2]" in names
-    assert "wholesel" in names and "wholesel [" not in names
+    assert "wholesel [14-step replay]" in names and "wholesel [partial" not in names  # whole, of a 14-step input
     published = df[df["source"] == "published"]
     assert len(published) == 116 and (published["rank"] != "").all()  # the 116 view's rank is filled
     assert sorted(published["rank"].astype(int)) == list(range(1, 117))
@@ -105,7 +105,7 @@ def test_name_filter_narrows_the_plots(lab):
     ctx, _ = lab
     assert len(leaderboard_frame(ctx, False, "wholesel")) == 1
     fig = draw_plot(ctx, "leaderboard", False, "wholesel")
-    assert [y for t in fig.data for y in t.y] == ["wholesel"]
+    assert [y for t in fig.data for y in t.y] == ["wholesel [14-step replay]"]
     full = draw_plot(ctx, "leaderboard", False)
     assert sum(len(t.y) for t in full.data) == 119
     scatter = draw_plot(ctx, "precision_recall", False, "wholesel")
