@@ -15,7 +15,9 @@ import pytest
 
 from lab.engines.servers.config import log_file_name
 from lab.settings import Settings
-from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+from lab.ui.shell.public import queue_options
+from tests.browser.helpers_page import lab_page
+from tests.browser.test_browser_compare import CHROMIUM, shot_dir
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 
@@ -51,11 +53,9 @@ def test_a_server_ready_while_generate_streams_is_answered(tiny_model_dir, tmp_p
     out = shot_dir(tmp_path)
     try:
         assert ctx.pool.wait(timeout=300) and ctx.pool.state("slow") == "ready"
-        with serve_lab(ctx) as (_, url), sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.set_default_timeout(60_000)
-            page.goto(url)
+        # served as `python app.py` serves it: several events of one handler at once (queue_options)
+        with serve_lab(ctx, queue=queue_options(settings)) as (_, url), sync_playwright() as p:
+            browser, page = lab_page(p, url, 1500, 1100, 60_000)
             slow = page.locator(f'.lab-col[data-engine="{slow_spec}"]')
             late = page.locator(f'.lab-col[data-engine="{late_spec}"]')
             expect(slow).to_have_attribute("data-state", "pending")

@@ -15,7 +15,8 @@ import pytest
 
 from lab.settings import Settings
 from lab.triage import SliceSpec
-from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+from tests.browser.helpers_page import lab_page
+from tests.browser.test_browser_compare import CHROMIUM, shot_dir
 from tests.helpers_app import lab_env, run_lab_cli
 from tests.helpers_servers import free_port, serve_lab
 from tests.helpers_store import make_results_dir
@@ -68,10 +69,7 @@ def test_a_cli_run_beside_the_lab_in_the_browser(tmp_path):
             run = ctx.query("SELECT run_id FROM runs WHERE path = 'runs/cli-ref.json'")["run_id"].iloc[0]
             ctx.add_engine(f"stored:{results / 'runs' / 'cli-ref.json'}", wait=True)
 
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
-            page.goto(url)
+            browser, page = lab_page(p, url, 1400, 1000, 30_000)
             # the reference and the stored copy of its answers: the same F1, no gap between them
             expect(page.locator('#lab-columns .lab-col[data-engine="reference"] [data-metric="F1"] b')).to_have_text(
                 "1.0000")
@@ -129,10 +127,7 @@ def test_no_replay_says_how_to_use_a_local_file_in_its_first_line(tmp_path):
     assert ctx.replay is None
     try:
         with serve_lab(ctx) as (_, url), sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
-            page.goto(url)
+            browser, page = lab_page(p, url, 1400, 1000, 30_000)
             title = page.locator(".lab-notice b").first
             expect(title).to_contain_text("No replay data configured")
             expect(title).to_contain_text("--replay PATH")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from lab.settings import Settings
-from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+from tests.browser.helpers_page import lab_page
+from tests.browser.test_browser_compare import CHROMIUM, shot_dir
 from tests.engines.helpers_presets import save_gemma3, save_gemma4, save_qwen35
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
@@ -38,10 +39,7 @@ def test_engines_tab_and_audit_show_the_presets_changes_and_fit(tmp_path, monkey
     try:
         assert ctx.pool.wait(timeout=300)
         with serve_lab(ctx) as (_, url), sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1200})
-            page.set_default_timeout(30_000)
-            page.goto(url)
+            browser, page = lab_page(p, url, 1600, 1200, 30_000)
             page.get_by_role("tab", name="Engines").click()
             table = page.locator("#lab-engine-table")
             g3, qg, g4 = (table.locator(f'tr[data-engine="{name}"]') for name in ("g3", "qg", "g4"))
@@ -69,12 +67,12 @@ def test_engines_tab_and_audit_show_the_presets_changes_and_fit(tmp_path, monkey
 
             page.get_by_role("tab", name="Compare").click()
             panel = page.locator('#lab-columns details.lab-audit[data-audit-engine="qg"]')
-            panel.locator("summary").click()
+            panel.locator(":scope > summary").click()
             expect(panel.locator("[data-preset-warning]")).to_contain_text("made for Gemma-4 checkpoints")
-            expect(panel.locator("summary")).to_contain_text("preset of another family")
+            expect(panel.locator(":scope > summary")).to_contain_text("preset of another family")
             expect(panel.locator("details.lab-preset-changes summary")).to_contain_text("preset gemma4-e4b-sft sets")
             fits = page.locator('#lab-columns details.lab-audit[data-audit-engine="g4"]')
-            fits.locator("summary").click()
+            fits.locator(":scope > summary").click()
             expect(fits.locator("details.lab-preset-changes")).to_have_count(1)
             expect(fits.locator("[data-preset-warning]")).to_have_count(0)
             browser.close()
