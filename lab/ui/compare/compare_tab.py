@@ -459,13 +459,14 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         page since reloaded): "generating…" with their progress until each is in; nothing when none runs."""
         key = step_key_argument(key)
         painted = False
-        if ctx.replay is not None and key in ctx.replay.by_key:
+        if ctx.replay is not None and key in ctx.replay.by_key and inflight_of(ctx).running_on(key):
             columns_now = columns_painter(ctx.replay.by_key[key], bool(full))
+            pair_block = stored_pair_html(ctx, ctx.engine_entries())  # as a Generate paints the F1 box
             for views in follow_views(ctx, key):
                 if moved_on(request, key):
                     break
                 painted = True
-                yield columns_now(views), render_f1_gap(f1_gap(views))
+                yield columns_now(views), pair_block + render_f1_gap(f1_gap(views))
         if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
             yield gr.skip(), gr.skip()
 
