@@ -19,7 +19,7 @@ Prints each measurement, then the medians and the ratios app alone / cli (the la
 torch's threads follows `lab.engines.cpu_share`; `--lab DIR` drives another checkout of the lab (e.g. the
 code before a change, unpacked with `git archive COMMIT | tar -x -C DIR`) with this same script.
 
-    python bench/bench_inproc_app.py --model /tmp/gemma3-270m [--max-tokens 32] [--rounds 2] \\
+    python bench/bench_inproc_app.py --model ~/.cache/tb2lab/models/gemma-3-270m-q4_k_m [--max-tokens 32] [--rounds 2] \\
         [--beside transformers|transformers-serve|vllm] [--only alone|beside] [--lab DIR]
 
 Without `--model` it builds a random-weight ~40M-parameter Qwen2 (the tests' byte-level tokenizer, so

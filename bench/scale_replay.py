@@ -4,10 +4,11 @@ The public 303-step file cannot be downloaded on machines without internet; this
 excerpt's tasks under new task ids (and cycles the source groups) until it has about as many
 steps as the real set, so the UI and the store can be measured at full size:
 
-    python bench/scale_replay.py --out /tmp/replay_scaled.jsonl
-    python bench/bench_ui_switch.py --replay /tmp/replay_scaled.jsonl
+    python bench/scale_replay.py               # writes ~/.cache/tb2lab/replay_scaled.jsonl and prints where
+    python bench/bench_ui_switch.py --replay ~/.cache/tb2lab/replay_scaled.jsonl
 
-The output is derived from reference data: write it outside the project (never commit it).
+The output is derived from reference data: it goes to the lab's cache folder (yours, outside the project,
+never a fixed folder under /tmp another user may hold) unless --out names another file; never commit it.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.data import load_replay  # noqa: E402
 from lab.data.conversations import step_record  # noqa: E402
+from lab.settings import default_cache_dir  # noqa: E402
 
 EXCERPT = Path(__file__).resolve().parents[2] / "shared" / "tb2lite" / "replay_excerpt.jsonl"
 GROUPS = ["code", "data_processing", "data_querying", "data_science", "debugging", "dependency_management",
@@ -45,7 +47,8 @@ def distinct_copy(step, n: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="output .jsonl (outside the project)")
+    parser.add_argument("--out", default=None,
+                        help="output .jsonl (default: replay_scaled.jsonl in the lab's cache folder, ~/.cache/tb2lab)")
     parser.add_argument("--steps", type=int, default=303, help="about how many steps to write")
     parser.add_argument("--distinct", action="store_true",
                         help="name each copy in its task description, so copies share only the instructions "
@@ -64,6 +67,9 @@ def main() -> None:
                 clone = distinct_copy(clone, n)
             out.append(step_record(clone))
         n += 1
+    if args.out is None:
+        args.out = str(default_cache_dir() / "replay_scaled.jsonl")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out[: args.steps]))
     print(f"wrote {min(len(out), args.steps)} steps of {n} tasks to {args.out}")
 

@@ -41,6 +41,52 @@ def read_limits(default: Path, env: str, what: str) -> dict:
     return data
 
 
+CACHE_NAME = "tb2lab"  # the lab's one cache folder under ~/.cache: downloads, logs, vLLM's CPU environment
+OLD_CACHE_NAMES = ("tb2lite-lab",)  # earlier cache folders: their contents move into CACHE_NAME on first use
+
+
+def cache_root() -> Path:
+    """$XDG_CACHE_HOME, else ~/.cache (as scripts/vllm_cpu_env.sh reads it)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def default_cache_dir() -> Path:
+    """The lab's cache folder, ~/.cache/tb2lab ($LAB_CACHE_DIR replaces it). What an earlier version kept
+    in ~/.cache/tb2lite-lab (the downloaded replay, published runs, server logs) is moved in first, so a
+    cache made before still serves."""
+    target = cache_root() / CACHE_NAME
+    for name in OLD_CACHE_NAMES:
+        move_cache_entries(cache_root() / name, target)
+    return target
+
+
+def move_cache_entries(old: Path, new: Path) -> None:
+    """Move every entry of the folder `old` that `new` lacks into `new`; `old` goes once empty. An entry
+    both hold stays in `old` (the newer folder's copy is used); a move another process made first, or one
+    the file system refuses, is skipped (the entry is still read from where it is, or downloaded again)."""
+    try:
+        entries = sorted(old.iterdir()) if old.is_dir() and not old.is_symlink() else []
+    except OSError:
+        return
+    if not entries:
+        return
+    try:
+        new.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    for entry in entries:
+        if (new / entry.name).exists() or (new / entry.name).is_symlink():
+            continue
+        try:
+            os.rename(entry, new / entry.name)  # same file system (both under ~/.cache): atomic, nothing copied
+        except OSError:
+            continue
+    try:
+        old.rmdir()
+    except OSError:
+        pass
+
+
 def _env_flag(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     parsed = None if value is None else parse_bool(value)
@@ -54,7 +100,8 @@ class Settings:
     - `results_dir`: stored results shipped with the lab (leaderboard CSVs, result JSON files); $LAB_RESULTS.
     - `runs_dir`: where new replays are written (git-ignored), imported like any result file.
     - `db_path`: the DuckDB file, rebuilt from `results_dir` when missing or outdated.
-    - `cache_dir`: downloads (the public replay file).
+    - `cache_dir`: downloads (the public replay file, published runs), server logs: $LAB_CACHE_DIR, else
+      ~/.cache/tb2lab (default_cache_dir), where scripts/vllm_cpu_env.sh also makes vLLM's CPU environment.
     - `replay_sha256`, `replay_size`: what a downloaded replay file must be ($LAB_REPLAY_SHA256,
       $LAB_REPLAY_SIZE; unset: not checked), besides the format and the size cap every download has.
     - `allow_engine_loading`: whether visitors may load model engines (off on a public Space).
@@ -66,9 +113,7 @@ class Settings:
     results_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_RESULTS", PROJECT_ROOT / "results")))
     runs_dir: Path | None = None
     db_path: Path | None = None
-    cache_dir: Path = field(
-        default_factory=lambda: Path(os.environ.get("LAB_CACHE_DIR", Path.home() / ".cache" / "tb2lite-lab"))
-    )
+    cache_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_CACHE_DIR") or default_cache_dir()))
     replay_path: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY") or None)
     replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL") or DEFAULT_REPLAY_URL)
     replay_sha256: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SHA256") or None)

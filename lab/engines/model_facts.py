@@ -8,6 +8,9 @@ from pathlib import Path
 
 from lab.engines.context import config_context_length
 
+MAX_CONFIG_BYTES = 4 * 2**20
+
+
 def _config_file(model: str) -> Path | None:
     folder = Path(model).expanduser()
     if folder.is_dir():
@@ -22,16 +25,34 @@ def _config_file(model: str) -> Path | None:
     return Path(cached) if isinstance(cached, str) else None
 
 
-def config_facts(model: str | None) -> tuple[str | None, int | None]:
-    """(architecture, context length from the config) of `model`, each None where unknown."""
+def read_config(model: str | None) -> dict | None:
+    """`model`'s config.json as a mapping (a local folder, or the Hub cache), None when unknown or unreadable."""
     path = _config_file(model) if model else None
     if path is None:
-        return None, None
+        return None
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:  # a model's config is a few KB: anything huge is not one
+            return None
         config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None
-    if not isinstance(config, dict):
+    except (OSError, ValueError, RecursionError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def config_kinds(config: dict) -> tuple[list[str], list[str]]:
+    """(model types, architectures) a config.json names: its `model_type` and its text config's (a multimodal
+    checkpoint's language model), and its `architectures`; only text values."""
+    text = config.get("text_config")
+    types = [config.get("model_type"), text.get("model_type") if isinstance(text, dict) else None]
+    archs = config.get("architectures")
+    return ([t for t in types if isinstance(t, str) and t],
+            [a for a in archs if isinstance(a, str) and a] if isinstance(archs, list) else [])
+
+
+def config_facts(model: str | None) -> tuple[str | None, int | None]:
+    """(architecture, context length from the config) of `model`, each None where unknown."""
+    config = read_config(model)
+    if config is None:
         return None, None
     archs = config.get("architectures")
     arch = str(archs[0]) if isinstance(archs, list) and archs and archs[0] else None

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 from lab.engines.base import Completion, Request, Sampling
 from lab.engines.common import EngineBase
 from lab.engines.loading import hub_ids_only
+from lab.engines.preset_fit import preset_status
 from lab.engines.presets import Preset
 from lab.engines.registry import create_engine, resolve_spec
 from lab.errors import EngineSpecError, LabError
@@ -50,6 +51,7 @@ class Slot:
     thread: threading.Thread | None = field(default=None, repr=False)
     visitor: bool = False  # a public deployment's visitor added it: loaded with hub_ids_only
     client: str | None = None  # that visitor's client (its address): its vLLM memory is capped per client
+    facts: dict = field(default_factory=dict)  # its preset's changes and fit, its checkpoint (lab.engines.preset_fit)
 
 
 class EnginePool:
@@ -130,12 +132,14 @@ class EnginePool:
         for spec in specs:
             self.check_allowed(spec)
         engines = [create_engine(spec, presets=self.presets, **overrides) for spec in specs]
+        facts = [preset_status(engine) for engine in engines]
         with self._lock:
             slots = []
-            for spec, name, engine in zip(specs, names, engines):
+            for spec, name, engine, known in zip(specs, names, engines, facts):
                 slot_name = self._unique_name(name or engine.name, engine.kind)
                 engine.name = slot_name
-                slots.append(Slot(name=slot_name, spec=spec, engine=engine, visitor=visitor, client=client))
+                slots.append(Slot(name=slot_name, spec=spec, engine=engine, visitor=visitor, client=client,
+                                  facts=known))
                 self._slots[slot_name] = slots[-1]  # reserved now so names stay unique
             try:
                 self._share_gpu_memory([slot.engine for slot in slots], client, client_share)
@@ -309,7 +313,8 @@ class EnginePool:
 
     def status(self) -> list[dict]:
         """One row per engine: name, spec, kind, model, state, error, device, memory_gb, lora, preset,
-        server, visitor (a public deployment's visitor added it)."""
+        server, visitor (a public deployment's visitor added it), and for model engines preset_changes,
+        preset_warning and checkpoint (lab.engines.preset_fit.preset_status)."""
         with self._lock:
             slots = list(self._slots.values())
         rows = []
@@ -335,6 +340,7 @@ class EnginePool:
                     "preset": getattr(slot.engine, "preset_key", None),
                     "server": slot.engine.server_status() if hasattr(slot.engine, "server_status") else None,
                     "visitor": slot.visitor,
+                    **slot.facts,
                 }
             )
         return rows

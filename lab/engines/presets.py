@@ -135,6 +135,47 @@ def preset_from_dict(key: str, raw: dict, path: Path) -> Preset:
     )
 
 
+@dataclass(frozen=True)
+class Family:
+    """A model family (assets/models.yaml `families`): the config.json values its checkpoints carry."""
+
+    name: str
+    model_types: tuple[str, ...] = ()
+    architectures: tuple[str, ...] = ()
+
+
+def _names(raw: object, path: Path, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) and v.strip() for v in raw):
+        raise EngineSpecError(f"{path}: {where} must be a list of names")
+    return tuple(v.strip() for v in raw)
+
+
+def families_from(data: dict, path: Path) -> dict[str, Family]:
+    """The `families` table of a parsed presets file (empty when it has none)."""
+    raw = data.get("families") or {}
+    if not isinstance(raw, dict):
+        raise EngineSpecError(f"{path}: 'families' must be a mapping of family names")
+    families = {}
+    for name, body in raw.items():
+        if not isinstance(body, dict) or set(body) - {"model_types", "architectures"}:
+            raise EngineSpecError(f"{path}: family '{name}': give model_types and architectures (lists of names)")
+        families[str(name)] = Family(str(name), _names(body.get("model_types"), path, f"family '{name}' model_types"),
+                                     _names(body.get("architectures"), path, f"family '{name}' architectures"))
+    return families
+
+
+def load_families(path: str | Path | None = None) -> dict[str, Family]:
+    """The model families of the presets file (default assets/models.yaml)."""
+    path = Path(path) if path is not None else PRESETS_PATH
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise EngineSpecError(f"cannot read presets file {path}: {exc}") from None
+    return families_from(data if isinstance(data, dict) else {}, path)
+
+
 def load_engine_defaults(path: str | Path | None = None) -> dict:
     """The `defaults.engine` block of the presets file: settings for models without a preset."""
     path = Path(path) if path is not None else PRESETS_PATH
@@ -162,6 +203,7 @@ def load_presets(path: str | Path | None = None) -> dict[str, Preset]:
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise EngineSpecError(f"{path}: 'defaults' must be a mapping")
+    families = families_from(data, path)
     presets: dict[str, Preset] = {}
     for key, raw in data["presets"].items():
         key = str(key)
@@ -170,4 +212,7 @@ def load_presets(path: str | Path | None = None) -> dict[str, Preset]:
         if not isinstance(raw, dict):
             raise _fail(path, key, "must be a mapping of fields")
         presets[key] = preset_from_dict(key, _merge(defaults, raw), path)
+        family = presets[key].family
+        if families and family and family not in families:
+            raise _fail(path, key, f"family '{family}' is not in 'families' ({', '.join(families)})")
     return presets

@@ -41,10 +41,10 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.claims import check_run_name
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
     from lab.runs.replay import run_file_name
-    from lab.runs.replay_cli import note, select_steps, step_selection
+    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection, warn_preset_fit
     from lab import jsontext
 
-    settings = Settings()
+    settings = replay_settings(args)
     replay_set, steps = select_steps(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     failures = 0
     for spec in args.engine:
         engine = create_engine(spec)
+        warn_preset_fit(spec, engine)
         try:  # a refused run name says so before a model loads
             check_run_name(out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume,
                            overwrite=args.overwrite, explicit=bool(name), taken=taken)

@@ -55,6 +55,7 @@ class ReplayConfig:
     name_given: bool = False  # run_name is the user's own: taken means a refusal, not `NAME-2`
     taken: TakenFn | None = None  # more places a name can be taken (a run in the store)
     notify: Callable[[str], None] | None = None  # told when the run gets another name than asked
+    replay_steps: int | None = None  # scored steps of the replay the run is made on (before --tasks/--limit)
 
 
 def run_name_max() -> int:
@@ -358,5 +359,7 @@ def _result(
         "engine_spec": engine.spec,
         "contract": getattr(engine, "contract", "tb2lite-json"),
         "lab_version": __version__,
+        # the run's coverage is counted against the replay it was made on, not the 303 published steps
+        **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
         **config.extra,
     }

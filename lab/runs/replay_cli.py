@@ -76,6 +76,22 @@ def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dic
     return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
 
 
+def warn_preset_fit(spec: str, engine: object) -> None:
+    """One warning line when the SPEC's preset is made for another family than its checkpoint's."""
+    from lab.engines.preset_fit import fit_warning
+
+    warning = fit_warning(engine)
+    if warning:
+        print(f"warning: {spec}: {warning}", file=sys.stderr)
+
+
+def replay_settings(args: argparse.Namespace) -> Settings:
+    """The lab's settings for a command given `--replay PATH`: that replay is the one the store reads its
+    steps' screens from when this command imports its run (equiv_f1 resolves `cd` targets with them), as
+    LAB_REPLAY would make it; without --replay, LAB_REPLAY or the cached download as before."""
+    return Settings(replay_path=args.replay) if getattr(args, "replay", None) else Settings()
+
+
 def select_steps(args: argparse.Namespace, settings: Settings):
     """(the replay source, its steps chosen by --mode, --tasks and --limit); a skipped malformed line is a
     warning, no step left is one LabError. Shared by replay, score-reference and sweep."""
@@ -121,7 +137,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
 
     check_sample_args(args)
-    settings = Settings()
+    settings = replay_settings(args)
     replay_set, steps = select_steps(args, settings)
     source = replay_set.path
     out_dir = Path(args.out) if args.out else settings.runs_dir
@@ -131,6 +147,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     name = args.name if len(args.engine) == 1 else None
     for spec in args.engine:
         engine = create_engine(spec)
+        warn_preset_fit(spec, engine)
         try:  # a refused run name says so before a model loads for minutes
             check_run_name(out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite,
                            explicit=bool(name), taken=taken)
@@ -160,7 +177,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
             max_model_len=args.max_model_len, sampling=_sampling(engine, args),
             run_name=name, name_given=bool(name), overwrite=args.overwrite, taken=taken, notify=note,
-            replay_fingerprint=replay_set.fingerprint,
+            replay_fingerprint=replay_set.fingerprint, replay_steps=len(replay_set.steps),
             selection=step_selection(args.mode, args.tasks, args.limit),
             samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )

@@ -1,7 +1,8 @@
 """The app's background filler of pending equiv_f1 columns: a daemon thread per store.
 
 Imports into a store opened with `defer_equiv` leave a run's equiv columns pending and `kick()`
-this filler. It starts once imports have settled (no kick for `settle` seconds, so a burst of
+this filler; a kick also sets pending again the runs another process filled without this store's replay
+(lab.store.equiv_fill.refill_stale), e.g. a `python -m lab results import` while the app runs. It starts once imports have settled (no kick for `settle` seconds, so a burst of
 imports is not slowed by it), fills run after run (lab.store.equiv_fill), and pauses when a new
 import arrives. Another process that waits for the file gets it between runs.
 """
@@ -15,7 +16,7 @@ import duckdb
 
 from lab.errors import LabError
 from lab.store.db import Store
-from lab.store.equiv_fill import fill_pending
+from lab.store.equiv_fill import fill_pending, refill_stale
 
 DEFAULT_SETTLE_SEC = 0.5
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class EquivFiller:
             self._wait_for_quiet()
             self._kicked.clear()
             try:
+                # runs another process filled without this store's replay (or with another) are filled again
+                # with it first: one equiv_f1 per step, the one Compare computes
+                refill_stale(self.store)
                 self.filled += fill_pending(self.store, should_stop=self._interrupted)
                 self.error = None
             except (LabError, duckdb.Error) as exc:  # the file stayed busy, …: tried again on the next kick

@@ -98,13 +98,25 @@ AGGREGATE_FIELDS = (
 
 
 # steps of the full replay selection per scoring version: the denominator of a run's coverage
-# when its file does not say (`total_input_steps`)
+# when its file does not say (`total_input_steps`, else `replay_steps`)
 FULL_STEPS = {"corrected_303": 303, "legacy_386": 386}
+MAX_REPLAY_STEPS = 10**6
+
+
+def replay_steps_of(result: dict) -> int | None:
+    """`replay_steps` of a result the lab wrote (the scored steps of the replay it was made on), or None
+    when the file does not say or says something that is not a whole number of steps."""
+    value = result.get("replay_steps")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_REPLAY_STEPS:
+        return None
+    return value
 
 
 def coverage_fields(result: dict, steps: int, version: str) -> dict[str, Any]:
-    """total_steps, coverage (0-1), num_shards, shard_index and partial of one result dict."""
-    total = _int(result.get("total_input_steps")) or FULL_STEPS.get(version) or steps
+    """total_steps, coverage (0-1), num_shards, shard_index and partial of one result dict. The whole a run is
+    counted against: the shards' `total_input_steps`, else the replay it was made on (`replay_steps`: a run
+    of 2 steps on a 14-step replay is 2/14), else the full step set of its scoring version."""
+    total = _int(result.get("total_input_steps")) or replay_steps_of(result) or FULL_STEPS.get(version) or steps
     shards, index = _int(result.get("num_shards")), _int(result.get("shard_index"))
     coverage = round(min(steps / total, 1.0), 4) if total else None
     one_shard = shards is not None and shards > 1 and index is not None

@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 7
+-- schema_version: 8
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -137,8 +137,9 @@ CREATE TABLE runs (
     avg_equiv_f1                DOUBLE,                -- mean of steps.equiv_f1
     equiv_score                 DOUBLE,                -- 100 x avg_equiv_f1
     spelling_gap                DOUBLE,                -- equiv_score - score (points lost to spelling)
-    -- coverage: how much of the replay selection the run answered (a 14-step run is not a 303-step score)
-    total_steps                 INTEGER,               -- steps of the selection: total_input_steps, else 303 (corrected) / 386 (legacy)
+    -- coverage: how much of the replay it was made on the run answered (2 of a 14-step replay: 2/14); a run
+    -- whole on a replay smaller than the full set is named "[14-step replay]" (not a 303-step score)
+    total_steps                 INTEGER,               -- total_input_steps, else replay_steps, else 303 (corrected) / 386 (legacy)
     coverage                    DOUBLE,                -- steps / total_steps (0-1)
     num_shards                  INTEGER,               -- a shard file's num_shards (NULL: not sharded)
     shard_index                 INTEGER,
@@ -260,7 +261,11 @@ SELECT 'run', run_id,
             THEN display_name || ' (checkpoint-' || checkpoint_step || ')' ELSE display_name END
        || CASE WHEN partial THEN ' [partial ' || steps || '/' || coalesce(total_steps, steps)
                     || CASE WHEN num_shards > 1 THEN ', shard ' || (shard_index + 1) || ' of ' || num_shards ELSE '' END
-                    || ']' ELSE '' END,
+                    || ']'
+               -- whole on its replay, but that replay is not the full step set: not a score of the full set
+               WHEN total_steps < CASE WHEN scoring_version = 'legacy_386' THEN 386 ELSE 303 END
+                    THEN ' [' || total_steps || '-step replay]'
+               ELSE '' END,
        model_id,
        family, params_b, active_params_b, training, training_method, epochs, checkpoint_step,
        score, FALSE, avg_command_f1, avg_command_precision, avg_command_recall, first_cmd_exact_pct,

@@ -33,6 +33,8 @@ def _select(args: argparse.Namespace, settings: Settings):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lab.engines.preset_fit import spec_fit_warnings
+    from lab.runs.replay_cli import replay_settings
     from lab.runs.samples_cli import check_sample_args
     from lab.sweep.bars import TerminalBars
     from lab.sweep.options import REFERENCE
@@ -43,13 +45,15 @@ def run(args: argparse.Namespace) -> int:
     if args.what == REFERENCE and args.samples > 1:
         raise LabError(f"--samples {args.samples} with --what reference: the reference is scored once per step "
                        "(teacher forcing, no sampling); drop --samples")
-    settings = Settings()
+    settings = replay_settings(args)
     specs = expand_specs(args.engine)
+    for line in spec_fit_warnings(specs):  # built here as on the workers, where the checkpoints are the same paths
+        print(f"warning: {line}", file=sys.stderr)
     replay_set, steps = _select(args, settings)
     out_dir = Path(args.out) if args.out else settings.runs_dir
     run_name = args.name if len(specs) == 1 else None
     sweep = Sweep(specs, steps, args, str(replay_set.path), replay_set.fingerprint, out_dir, args.shards,
-                  [run_name] * len(specs), args.what)
+                  [run_name] * len(specs), args.what, len(replay_set.steps))
     audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
     bars = TerminalBars()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import threading
 from urllib.parse import urlsplit
 
@@ -122,6 +123,15 @@ def authenticate(address: str, target: str) -> None:
     raise auth.refused(address, sent)
 
 
+def local_temp_dir() -> dict:
+    """ray.init's `_temp_dir` for a local instance: this user's own folder under the system's temporary one
+    (`$TMPDIR/ray-UID`), not Ray's default `/tmp/ray`, which the first user of a machine owns and every other
+    user's local instance then collides with. Nothing when RAY_TMPDIR names one (Ray's own setting wins)."""
+    if os.environ.get("RAY_TMPDIR"):
+        return {}
+    return {"_temp_dir": os.path.join(tempfile.gettempdir(), f"ray-{os.getuid()}")}
+
+
 def _join(ray, address: str):
     """Ray connected (or a local instance started): the context ray.init returned."""
     target = dialled(address)
@@ -130,7 +140,7 @@ def _join(ray, address: str):
         authenticate(address, target)
     elif address.startswith("ray://"):
         check_reachable(address)
-    kwargs = {"include_dashboard": False} if address == "local" else {"address": address}
+    kwargs = {"include_dashboard": False, **local_temp_dir()} if address == "local" else {"address": address}
     try:
         context = ray.init(ignore_reinit_error=True, log_to_driver=False, **kwargs)
     except Exception as exc:  # noqa: BLE001 - ConnectionError, version mismatch …: one line for the user

@@ -19,7 +19,7 @@ def sampling_for(engine, options: dict) -> Sampling:
 
 
 def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, fingerprint: str, source: str,
-                   what: str = ANSWERS) -> dict:
+                   what: str = ANSWERS, replay_steps: int | None = None) -> dict:
     """What a worker needs to build the ReplayConfig that `replay` would build (or the ReferenceConfig of
     `score-reference` when `what` is REFERENCE)."""
     from lab.runs.replay_cli import step_selection
@@ -30,6 +30,8 @@ def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, 
         "run_name": run_name, "replay_fingerprint": fingerprint, "extra": extra,
         "selection": step_selection(args.mode, args.tasks, args.limit), "samples": args.samples,
     }
+    if replay_steps:
+        config["replay_steps"] = replay_steps
     if args.pass_threshold is not None:
         config["pass_threshold"] = args.pass_threshold
     return {"config": config, "sampling": {k: getattr(args, k, None) for k in SAMPLING_ARGS}, "what": what}

@@ -27,6 +27,7 @@ class Sweep:
     shards: int = 1
     run_names: list[str | None] = field(default_factory=list)  # one per spec; empty: engine names
     what: str = ANSWERS  # lab.sweep.options: each engine's answers, or its likelihood of the reference answers
+    replay_steps: int | None = None  # scored steps of the replay (its coverage's denominator in the store)
 
 
 @dataclass
@@ -94,7 +95,8 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
         pieces = split(n, sweep.shards) if sweep.shards > 1 else [range(n)]
         for i, piece in enumerate(pieces):
             extra = shard_fields(i, len(pieces), n) if sweep.shards > 1 else {}
-            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path, sweep.what)
+            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path, sweep.what,
+                                     sweep.replay_steps)
             resources = {k: v for k, v in want.items() if k in ("num_cpus", "num_gpus")}
             jobs.append(Job(spec, [sweep.steps[k] for k in piece], options, resources, run_name,
                             (i, len(pieces)) if sweep.shards > 1 else None))

@@ -41,14 +41,17 @@ def disagreement(
         raise LabError(f"disagreement view {view!r}: use {', '.join(DISAGREEMENT_VIEWS)}")
     _check_runs(store, [baseline, candidate])
     cond, order = DISAGREEMENT_VIEWS[view]
+    # the measures first (F1s, delta, the reference NLLs), the step's facts after: a table wider than the page
+    # scrolls its facts out of view, never the NLL columns
     sql = f"""
-        SELECT b.step_key, b.task_id, b.step_idx, b.bucket, b.source_group,
+        SELECT b.step_key,
                b.command_f1 AS baseline_f1, c.command_f1 AS candidate_f1,
                round(c.command_f1 - b.command_f1, 4) AS delta,
-               b.first_cmd_exact AS baseline_first_exact, c.first_cmd_exact AS candidate_first_exact,
-               fb.failure_kind AS baseline_failure, fc.failure_kind AS candidate_failure,
                round(rb.ref_nll_per_token, 4) AS baseline_ref_nll, round(rc.ref_nll_per_token, 4) AS candidate_ref_nll,
-               round(rc.ref_nll_per_token - rb.ref_nll_per_token, 4) AS ref_nll_delta
+               round(rc.ref_nll_per_token - rb.ref_nll_per_token, 4) AS ref_nll_delta,
+               fb.failure_kind AS baseline_failure, fc.failure_kind AS candidate_failure,
+               b.first_cmd_exact AS baseline_first_exact, c.first_cmd_exact AS candidate_first_exact,
+               b.bucket, b.source_group, b.task_id, b.step_idx
         FROM steps b JOIN steps c ON c.step_key = b.step_key AND c.run_id = ?
         LEFT JOIN step_flags fb ON fb.run_id = b.run_id AND fb.step_key = b.step_key
         LEFT JOIN step_flags fc ON fc.run_id = c.run_id AND fc.step_key = c.step_key

@@ -9,6 +9,7 @@ from typing import Sequence
 import gradio as gr
 
 from lab.data import cached_replay_path
+from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
 from lab.ui.compare.compare_tab import (
@@ -103,7 +104,7 @@ class OpenInCompare:
             except LabError as exc:
                 gr.Warning(str(exc))
         if self.ctx.replay is None:
-            gr.Warning("No replay data loaded: Compare needs --replay PATH to show steps.")
+            gr.Warning(f"No replay data loaded: Compare needs one to show steps; {LOCAL_REPLAY_HINT}.")
             return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
         out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names))
         self.compare.painted(request, out.step_key)

@@ -52,6 +52,11 @@ FAMILIES = {
         specials=("<|pad|>", "<|startoftext|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"),
         eos="<|im_end|>", pad="<|pad|>", bos="<|startoftext|>", template="lfm2.jinja",
     ),
+    "gemma3": Family(  # not a preset's family: the checkpoint a Gemma-4 preset must warn about (issue 41)
+        specials=("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"),
+        eos="<end_of_turn>", pad="<pad>", bos="<bos>", template=str(REPO / "scripts" / "templates" / "gemma3_chat.jinja"),
+        add_bos=True,
+    ),
     "gemma4": Family(
         specials=("<pad>", "<eos>", "<bos>", "<unk>", "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>",
                   "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>", "<|video|>"),
@@ -94,7 +99,7 @@ def build_tokenizer(family: str):
     extra = [t for t in spec.specials if t not in (spec.eos, spec.pad, spec.bos)]
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=spec.eos, pad_token=spec.pad,
                                         bos_token=spec.bos, additional_special_tokens=extra)
-    tokenizer.chat_template = (TEMPLATES / spec.template).read_text(encoding="utf-8")
+    tokenizer.chat_template = (TEMPLATES / spec.template).read_text(encoding="utf-8")  # an absolute path stays itself
     return tokenizer
 
 
@@ -223,6 +228,24 @@ def save_gemma4(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
                           video_token_id=ids("<|video|>"), tie_word_embeddings=True)
     torch.manual_seed(seed)
     return _finish(Gemma4ForConditionalGeneration(config), tokenizer, folder, torch.float32)
+
+
+@under_build_lock
+def save_gemma3(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
+    """`Gemma3ForCausalLM` (model type `gemma3_text`, as Gemma 3 270M): 2 layers, one sliding-window and one
+    full attention, head size 32; float32. The Gemma-4 preset is not made for it."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    tokenizer = build_tokenizer("gemma3")
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"], num_attention_heads=2, num_key_value_heads=1,
+        head_dim=32, sliding_window=128, max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+    )
+    torch.manual_seed(seed)
+    return _finish(Gemma3ForCausalLM(config), tokenizer, folder, torch.float32)
 
 
 def vllm_test_env(exe: str, root: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ from lab.engines import Sampling, create_engine, engine_kinds, engine_options, l
 from lab.engines.openai_engine import api_root, completion_body
 from lab.engines.spec import split_spec
 from lab.errors import EngineLoadError, EngineSpecError
+from tests.paths import REPO as ROOT
 
 PRESETS = load_presets()
 
@@ -156,6 +157,20 @@ def test_vllm_without_its_executable_gives_clear_load_error(monkeypatch, tmp_pat
     assert "requirements-vllm.txt" in message and "LAB_VLLM" in message and "Traceback" not in message
     assert "vLLM is not installed here" in message and "\n" not in message  # one line, before any process starts
     assert not (tmp_path / "logs").exists()
+
+
+def test_vllm_missing_on_a_cpu_machine_names_the_cpu_environment_script(monkeypatch, tmp_path):
+    """Issue 41: on a machine without a GPU the message points to scripts/vllm_cpu_env.sh (vLLM's CPU build),
+    not only to the GPU section; the script it names exists in the checkout."""
+    monkeypatch.setenv("LAB_VLLM", str(tmp_path / "no-vllm-env" / "vllm"))
+    monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
+    engine = create_engine(f"vllm:{tmp_path}", presets=PRESETS)
+    with pytest.raises(EngineLoadError) as err:
+        engine.load()
+    message = str(err.value)
+    assert "bash scripts/vllm_cpu_env.sh" in message and "docs/testing.md, vLLM on CPU" in message
+    assert "requirements-vllm.txt" in message and "\n" not in message
+    assert (ROOT / "scripts" / "vllm_cpu_env.sh").is_file()
 
 
 def test_vllm_with_no_executable_anywhere_says_so_in_one_line(monkeypatch, tmp_path):

@@ -62,7 +62,7 @@ def test_results_table_marks_partial_and_fills_rank(lab):
     names = " ".join(runs["name"])
     assert f"excerpt14 [partial {n}/303]" in names
     assert f"shardrun [partial {n}/{n}, shard 1 of 2]" in names
-    assert "wholesel" in names and "wholesel [" not in names
+    assert "wholesel [14-step replay]" in names and "wholesel [partial" not in names  # whole, of a 14-step input
     published = df[df["source"] == "published"]
     assert len(published) == 116 and (published["rank"] != "").all()  # the 116 view's rank is filled
     assert sorted(published["rank"].astype(int)) == list(range(1, 117))
@@ -105,9 +105,45 @@ def test_name_filter_narrows_the_plots(lab):
     ctx, _ = lab
     assert len(leaderboard_frame(ctx, False, "wholesel")) == 1
     fig = draw_plot(ctx, "leaderboard", False, "wholesel")
-    assert [y for t in fig.data for y in t.y] == ["wholesel"]
+    assert [y for t in fig.data for y in t.y] == ["wholesel [14-step replay]"]
     full = draw_plot(ctx, "leaderboard", False)
     assert sum(len(t.y) for t in full.data) == 119
     scatter = draw_plot(ctx, "precision_recall", False, "wholesel")
     points = [x for t in scatter.data if t.meta != "iso-f1" for x in t.x]
     assert len(points) == 1
+
+
+def test_coverage_is_against_the_replay_the_run_was_made_on():
+    """Issue 41: 2 steps of the 14-step excerpt were "2/303 steps partial". The lab's runs record the scored
+    steps of their replay (`replay_steps`); the shards' total_input_steps still wins; a file that says
+    nothing (or nonsense) is counted against the full step set of its scoring version, as before."""
+    from lab.store.records import coverage_fields
+
+    assert coverage_fields({"replay_steps": 14}, 2, "corrected_303") == {
+        "total_steps": 14, "coverage": round(2 / 14, 4), "num_shards": None, "shard_index": None, "partial": True}
+    assert coverage_fields({"replay_steps": 14}, 14, "corrected_303")["partial"] is False
+    sharded = coverage_fields({"replay_steps": 14, "total_input_steps": 10, "num_shards": 2, "shard_index": 0}, 5,
+                              "corrected_303")
+    assert sharded["total_steps"] == 10 and sharded["partial"] is True
+    for nonsense in ("14", -3, 0, True, 10**9, 2.5, None, [14]):
+        assert coverage_fields({"replay_steps": nonsense}, 2, "corrected_303")["total_steps"] == 303, nonsense
+    assert coverage_fields({}, 2, "legacy_386")["total_steps"] == 386
+
+
+@pytest.mark.slow
+def test_a_cli_run_records_its_replay_and_the_store_counts_against_it(tmp_path):
+    from lab.store import open_store
+    from tests.helpers_app import lab_env, run_lab_cli
+
+    results = make_results_dir(tmp_path)
+    done = run_lab_cli(["replay", "--replay", str(EXCERPT), "--engine", "reference", "--limit", "2", "--name", "two"],
+                       env=lab_env(LAB_RESULTS=str(results), LAB_CACHE_DIR=str(tmp_path / "cache")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads((results / "runs" / "two.json").read_text())
+    from lab.data import load_replay
+
+    assert written["replay_steps"] == len(load_replay(str(EXCERPT)).steps) == 14
+    with open_store(Settings(results_dir=results, db_path=results / "lab.duckdb")) as store:
+        row = store.query("SELECT name, steps, total_steps, partial FROM results_all WHERE source = 'run'")
+    assert (row.iloc[0]["steps"], row.iloc[0]["total_steps"], bool(row.iloc[0]["partial"])) == (2, 14, True)
+    assert row.iloc[0]["name"].endswith("[partial 2/14]")

@@ -111,3 +111,48 @@ def test_the_app_fills_from_a_replay_that_becomes_known_and_shows_one_value(tmp_
 
     with open_store(settings) as again:  # a restart with the replay changes nothing: one value
         assert again.scalar("SELECT equiv_f1 FROM steps WHERE step_key = ?", [KEY]) == want
+
+
+@pytest.mark.slow
+def test_a_run_another_process_filled_without_the_replay_is_filled_again_by_the_app(tmp_path):
+    """Issue 41: a lab started with --replay showed "equiv needs the replay" on the rows of a run a terminal
+    imported meanwhile (that process had no replay). Its Triage view has the app's filler compute them again
+    with the replay; a `python -m lab replay --replay …` into the lab's runs folder fills them with it at once."""
+    from lab.triage import SliceSpec
+    from lab.ui.app import create_context
+    from lab.ui.shell.equiv_status import NOT_IN_REPLAY
+    from lab.ui.triage.triage_tab import slice_page
+
+    results = make_results_dir(tmp_path)
+    settings = Settings(results_dir=results, db_path=results / "lab.duckdb", replay_path=str(EXCERPT),
+                        cache_dir=tmp_path / "cache")
+    ctx = create_context(settings)
+    env = {k: v for k, v in lab_env(LAB_CACHE_DIR=str(tmp_path / "cache")).items() if k != "LAB_REPLAY"}
+    try:
+        incoming = tmp_path / "incoming" / PUBLISHED.name
+        incoming.parent.mkdir()
+        shutil.copy(PUBLISHED, incoming)
+        out = run_lab_cli(["results", "--db", str(settings.db_path), "--results", str(results), "import",
+                           str(incoming)], env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        run = ctx.query("SELECT run_id FROM runs WHERE path LIKE '%incoming%' OR path LIKE '%llada%'")["run_id"][0]
+        assert ctx.query("SELECT equiv_skipped FROM steps WHERE step_key = ?", [KEY]).iloc[0, 0] is not None
+        page, _, _ = slice_page(ctx, SliceSpec(run_ids=[run]), 1)
+        cells = page.set_index("step_key")["equiv_f1"]
+        assert cells[KEY] == "equiv pending"  # in this lab's replay: being filled again, not "needs the replay"
+        assert not cells.astype(str).str.startswith("equiv needs").any()
+        assert ctx.equiv_filler.wait(120)
+        page, _, _ = slice_page(ctx, SliceSpec(run_ids=[run]), 1)
+        assert page.set_index("step_key").loc[KEY, "equiv_f1"] == compare_equiv(incoming)
+
+        # a CLI replay with --replay into the lab's runs folder: filled with that replay by the CLI itself
+        done = run_lab_cli(["replay", "--replay", str(EXCERPT), "--engine", "reference", "--name", "cli-ref",
+                            "--limit", "1"], env={**env, "LAB_RESULTS": str(results)})
+        assert done.returncode == 0 and "imported into the results database" in done.stdout, done.stderr
+        cli = ctx.query("SELECT s.equiv_f1, s.equiv_skipped FROM steps s JOIN runs r USING (run_id) "
+                        "WHERE r.path = 'runs/cli-ref.json' AND s.step_key = ?", [KEY])
+        assert cli.iloc[0]["equiv_f1"] == 1.0 and cli.iloc[0]["equiv_skipped"] is None
+        assert NOT_IN_REPLAY.startswith("equiv needs this step's screen")
+    finally:
+        ctx.pool.close_all()
+        ctx.store.close()

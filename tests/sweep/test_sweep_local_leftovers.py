@@ -78,7 +78,9 @@ def run_and_kill(tiny_model_dir: Path, tmp_path: Path, home: Path, tmp: Path) ->
                     and bool(servers_of(tiny_model_dir))  # the actor's model server is up
                     and bool(list(tmp.glob("lab-sweep-*"))))
 
+        ray_roots: set[str] = set()  # Ray's own folders under TMPDIR while the sweep runs
         while not agents_and_actor():  # mid-sweep: the actor holds its folder and serves its engine
+            ray_roots.update(p.name for p in tmp.iterdir() if p.name.startswith("ray"))
             assert time.time() < deadline and proc.poll() is None, (noted, log.read_text(errors="replace")[-3000:])
             for child in driver.children(recursive=True):
                 try:
@@ -96,6 +98,9 @@ def run_and_kill(tiny_model_dir: Path, tmp_path: Path, home: Path, tmp: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # the local instance keeps its sockets and logs in this user's own folder, never Ray's shared /tmp/ray
+    # (TMPDIR/ray), which the first user of a machine owns (issue 41)
+    assert ray_roots == {f"ray-{os.getuid()}"}, ray_roots
     left = alive(noted)
     for pid, (started, _) in noted.items():  # the test's own clean-up whatever the outcome
         try:

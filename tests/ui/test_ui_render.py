@@ -48,6 +48,18 @@ def test_f1_gap_names_the_best_and_worst_engine():
     assert "lab-best" in html and "lab-worst" in html and "0.4000" in html
 
 
+def test_engines_with_the_same_f1_tie_and_show_no_gap():
+    """Issue 41: "largest gap 0.0000: g-inproc vs g-inproc" for three engines with one F1."""
+    views = [ready_view(n, 0.1421, [], []) for n in ("g-inproc", "g-vllm", "g-serve")]
+    gap = f1_gap(views)
+    assert gap.tie and (gap.best, gap.worst, gap.gap) == (None, None, 0.0)
+    html = render_f1_gap(gap)
+    assert "no gap: the 3 engines tie at <b>0.1421</b>" in html
+    assert "largest gap" not in html and "lab-best" not in html and "lab-worst" not in html
+    assert not f1_gap(views[:1]).tie  # one engine: nothing to compare
+    assert f1_gap([ready_view("a", 0.14214, [], []), ready_view("b", 0.14206, [], [])]).tie  # equal as shown
+
+
 def test_untrusted_text_is_escaped_everywhere():
     step = make_step()
     view = ready_view("m", 0.25, [EVIL, "ls"], ["ls", "cat f"])

@@ -179,8 +179,12 @@ def test_leaderboard_scope_filter_sort(lab):
     published = everything[everything["source"] == "published"]
     names = {str(n).split(" [partial ")[0] for n in everything["name"]}
     assert len(published) == 116 and {"altered", "second"} <= names
-    runs = everything[everything["source"] == "run"]  # 14 excerpt steps of 303: marked, never bare
-    assert all("[partial " in n and c < 1 for n, c in zip(runs["name"], runs["coverage"])), runs[["name", "coverage"]]
+    # runs on the 14-step excerpt: marked, never bare; partial against their own replay (issue 41), and a whole
+    # run of it says it is one of a 14-step replay, not of the 303 steps
+    runs = everything[everything["source"] == "run"]
+    assert all(("[partial " in n and c < 1) or (n.endswith(" [14-step replay]") and c == 1)
+               for n, c in zip(runs["name"], runs["coverage"])), runs[["name", "coverage"]]
+    assert any(n.endswith(" [14-step replay]") for n in runs["name"])  # the Batch runs made here
     assert 'data-rows="56"' in count_html(first56, True)
 
     lfm = leaderboard_frame(ctx, False, "lfm")

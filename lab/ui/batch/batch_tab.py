@@ -9,6 +9,7 @@ from typing import Callable, Iterator, Sequence
 
 import gradio as gr
 
+from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.names import finished_run_file, safe_run_name
@@ -98,7 +99,8 @@ def run_batch(
         fresh = finished is not None  # 'start a new run': lab.runs.claims gives it the next free name
         config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume and not fresh,
                               run_name=stem, taken=taken, notify=notes.append,
-                              chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint)
+                              chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint,
+                              replay_steps=len(ctx.replay.steps))
         row.state = "running"
         update()
 
@@ -229,7 +231,7 @@ def build_batch_tab(ctx: LabContext) -> None:
             gr.Warning(BATCH_OFF)
             return
         if ctx.replay is None:
-            gr.Warning("No replay data loaded: start the lab with --replay PATH.")
+            gr.Warning(f"No replay data loaded: {LOCAL_REPLAY_HINT}.")
             return
         stop_event = stops.get(current_session())
         steps = filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 
 import gradio as gr
 
+from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.runs.claims import next_free_stem
 from lab.runs.names import finished_run_file, safe_run_name
@@ -130,7 +131,7 @@ def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | Non
     from lab.sweep.options import default_options
 
     if ctx.replay is None:
-        raise LabError("No replay data loaded: start the lab with --replay PATH.")
+        raise LabError(f"No replay data loaded: {LOCAL_REPLAY_HINT}.")
     steps = filter_steps(ctx.replay.steps, task_sel, bucket_sel, group_sel)
     if not steps:
         raise LabError("No step matches this filter: clear a task, bucket or group choice.")
@@ -148,7 +149,7 @@ def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | Non
     options = default_options(mode=ctx.replay.mode, tasks=list(task_sel or []) or None, samples=samples,
                               chunk_size=CHUNK)
     sweep = Sweep([s for s, _ in todo], steps, options, str(ctx.replay.path), ctx.replay.fingerprint, out_dir,
-                  shards, [n for _, n in todo], RUN_REFERENCE if reference else RUN_ANSWERS)
+                  shards, [n for _, n in todo], RUN_REFERENCE if reference else RUN_ANSWERS, len(ctx.replay.steps))
     return SweepChoice(sweep, specs, stems, finished)
 
 
@@ -239,7 +240,8 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
     """The cluster controls under Batch's (shown when LAB_RAY_ADDRESS is set on the owner's lab); the
     `/run_sweep` endpoint exists either way and refuses by itself."""
     shown = sweep_problem(ctx) is None
-    with gr.Group(visible=shown, elem_id="lab-sweep"):
+    # the id on a Column: Gradio's Group writes its elem_id on two nested elements (two `#lab-sweep` in the page)
+    with gr.Column(visible=shown, elem_id="lab-sweep"), gr.Group():
         gr.HTML(f'<div class="lab-muted">Ray cluster: <code>{esc(ctx.settings.ray_address or "")}</code> · the chosen '
                 "engines, plus any SPECs below, each run as a Ray actor on the cluster; this app writes the files "
                 "and the store.</div>" if shown else "")

@@ -69,6 +69,7 @@ def column_audit(ctx: LabContext, entry: EngineEntry, step: Step, compute: bool 
     except Exception as exc:  # noqa: BLE001 - shown in the panel; not cached, so reopening retries
         return AuditView(AUDIT_ERROR, error=f"{type(exc).__name__}: {exc}")
     audit.model, audit.preset, audit.flags = model_facts_text(entry), entry.preset, entry.flags
+    audit.preset_changes, audit.preset_warning = entry.preset_changes, entry.preset_warning
     ctx.audits.put((entry.name, step.key), audit)
     return audit
 

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.settings import PROJECT_ROOT
 from lab.ui.compare.audit_panel import audit_answer, column_audits
@@ -19,9 +20,10 @@ from lab.ui.compare.render_html import render_columns, render_context, render_f1
 from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
 from lab.ui.compare.samples_panel import build_samples_panel
 from lab.ui.compare.reference_nll import needs_reference_prefill, reference_nll
+from lab.ui.compare.inflight import Job, inflight_of
 from lab.ui.compare.stored_pair import stored_pair_html
 from lab.ui.compare.step_data import StepData, answer_step, engine_view, heat_choices, heatmap_for, step_data
-from lab.ui.compare.step_view import READY, RUNNING, EngineView, engine_view_state, f1_gap
+from lab.ui.compare.step_view import READY, EngineView, engine_view_state, f1_gap
 from lab.ui.compare.whatif_view import build_whatif_view
 
 # Page script (keyboard shortcuts, lazy prompt-audit requests) and the audit-answer handler.
@@ -170,48 +172,87 @@ def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutpu
     )
 
 
-def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
-    """Run every ready engine without a cached answer concurrently; yield the columns as each answers.
-    Each yield has the engines of that moment: one added meanwhile (a run picked, an engine loaded) shows
-    as a switch would show it, one removed is gone."""
+def start_answers(ctx: LabContext, key: str) -> dict[str, Job]:
+    """Start every ready engine without an answer to step `key` (cached or being generated); the jobs of
+    all of them, those another Generate started included, by engine name."""
     step = ctx.replay.by_key[key]
-    entries = ctx.engine_entries()
-    views = {e.name: engine_view(ctx, e, step) for e in entries}
-    todo = [e for e in entries if e.state == "ready" and e.engine is not None and (e.name, key) not in ctx.views]
-    for e in todo:
-        views[e.name] = engine_view_state(e.spec, e.name, RUNNING, None, e.kind)
+    inflight = inflight_of(ctx)
+    jobs = {}
+    for e in ctx.engine_entries():  # the engines and their states as they are now, when Generate is pressed
+        if e.state == "ready" and e.engine is not None and (e.name, key) not in ctx.views:
+            jobs[e.name] = inflight.start(e.name, key, e.engine, lambda e=e: answer_step(ctx, e, step))
+    return jobs
 
-    def columns() -> list[EngineView]:
-        now = ctx.engine_entries()
-        for e in now:
-            if e.name not in views:
-                views[e.name] = engine_view(ctx, e, step)
-        return [views[e.name] for e in now]
 
-    yield columns()
+def step_columns(ctx: LabContext, step: Step, answered: dict[str, EngineView] | None = None) -> list[EngineView]:
+    """The columns of `step` for the engines of this moment, each from what it is now: its answer (cached, or
+    `answered` by jobs this stream awaited: an error too), an answer being generated, or its state (an
+    engine that finished loading meanwhile says so, one added meanwhile shows, one removed is gone)."""
+    answered = answered or {}
+    return [answered.get(e.name) or engine_view(ctx, e, step) for e in ctx.engine_entries()]
+
+
+def await_jobs(ctx: LabContext, step: Step, jobs: dict[str, Job]) -> Iterator[list[EngineView]]:
+    """The columns of `step` as each of `jobs` answers, and every LIVE_EVERY_S meanwhile (seconds and tokens
+    so far of the waiting ones, the states of the others)."""
     done: queue.Queue = queue.Queue()
-    for e in todo:
-        threading.Thread(target=lambda e=e: done.put((e.name, answer_step(ctx, e, step))), daemon=True).start()
-    waiting = {e.name: e for e in todo}
-    while waiting:
+    for job in jobs.values():
+        job.when_done(done.put)
+    answered: dict[str, EngineView] = {}
+    while len(answered) < len(jobs):
         try:
-            name, view = done.get(timeout=LIVE_EVERY_S)
-        except queue.Empty:  # nothing finished: show each waiting column's elapsed time and tokens so far
-            for name, e in waiting.items():
-                views[name] = replace(views[name], live=e.engine.live_progress().snapshot())
-            yield columns()
+            job = done.get(timeout=LIVE_EVERY_S)
+        except queue.Empty:
+            yield step_columns(ctx, step, answered)
             continue
-        waiting.pop(name, None)
-        views[name] = view
-        yield columns()
+        if job.view is not None:
+            answered[job.name] = job.view
+        else:  # the job ended without a column (it raised past answer_step's own handling)
+            answered[job.name] = engine_view_state(job.name, job.name, "error", "the generation ended without an answer")
+        yield step_columns(ctx, step, answered)
+
+
+def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
+    """Run every ready engine without an answer concurrently (an answer another Generate is generating is
+    awaited, not started again); yield the columns as each answers. Each yield has the engines of that
+    moment, each shown as it is then (lab.ui.compare.compare_tab.step_columns)."""
+    step = ctx.replay.by_key[key]
+    jobs = start_answers(ctx, key)
+    yield step_columns(ctx, step)
+    answered: dict[str, EngineView] = {}
+    for views in await_jobs(ctx, step, jobs):
+        answered = {v.name: v for v in views if v.name in jobs}
+        yield views
     # Then, with every answer shown and no generation left to slow down, each live model's reference
     # likelihood (one prefill each, one engine at a time): the columns gain it beside their F1.
-    for e in todo:
-        view = views[e.name]
-        if view.state == READY and view.ref_nll is None and needs_reference_prefill(e):
-            views[e.name] = replace(view, ref_nll=reference_nll(ctx, e, step, view.prompt_text))
-            ctx.views.put((e.name, key), views[e.name])
-            yield columns()
+    entries = {e.name: e for e in ctx.engine_entries()}
+    for name in jobs:
+        view, e = ctx.views.get((name, key)) or answered.get(name), entries.get(name)
+        if e is None or view is None or view.state != READY or view.ref_nll is not None or not needs_reference_prefill(e):
+            continue
+
+        def with_nll(view: EngineView = view, e: EngineEntry = e) -> EngineView:
+            shown = replace(view, ref_nll=reference_nll(ctx, e, step, view.prompt_text))
+            if ctx.views.get((e.name, key)) is not None:
+                ctx.views.put((e.name, key), shown)
+            return shown
+
+        # a job of its own: two Generates on this step run one prefill, the second awaits it
+        job = inflight_of(ctx).start(name, f"reference NLL {key}", e.engine, with_nll)
+        job.done.wait()
+        answered[name] = job.view or view
+        yield step_columns(ctx, step, answered)
+
+
+def follow_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
+    """What a page that did not start them sees of the answers being generated for step `key` (after a
+    reload, the tab shown again, the step opened again): the columns until every one of them is in;
+    nothing when none is running."""
+    if ctx.replay is None or key not in ctx.replay.by_key:
+        return
+    jobs = {job.name: job for job in inflight_of(ctx).running_on(key)}
+    if jobs:
+        yield from await_jobs(ctx, ctx.replay.by_key[key], jobs)
 
 
 @dataclass
@@ -263,7 +304,7 @@ def no_replay_panel(ctx: LabContext) -> str:
     url = ctx.settings.replay_url
     problem = f"<p class='lab-muted'>{ctx.replay_error_html}</p>" if ctx.replay_error_html else ""
     return render_notice(
-        "No replay data configured",
+        f"No replay data configured: {LOCAL_REPLAY_HINT}",
         f"{problem}<p>Compare needs the TB2-lite replay steps. Start the lab with "
         "<code>python app.py --replay PATH/replay_full.jsonl</code>, set <code>LAB_REPLAY=PATH</code>, or "
         "download the public replay file (4.7 MB) into the cache with the button below; the lab uses it "
@@ -366,16 +407,31 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
         return heatmap_for(ctx, step_obj, views, heat)[0]
 
+    def moved_on(request: gr.Request | None, key: str) -> bool:
+        """The session switched to another step since a Generate (or a follow) of step `key` began: its columns
+        must not be painted over that step's (the answers still land in the cache and show when `key` is
+        opened again)."""
+        session = request.session_hash if request is not None else None
+        painted = shown.get(session) if session else None
+        return painted is not None and painted != key
+
+    def columns_painter(step_obj: Step, full: bool) -> Callable[[list[EngineView]], str]:
+        """HTML of the columns of the engines of each moment (one picked or removed meanwhile included); their
+        badges are read again only when the engines change."""
+        names: list[str] | None = None
+        badges: dict[str, str] = {}
+
+        def paint(columns: list[EngineView]) -> str:
+            nonlocal names, badges
+            entries = ctx.engine_entries()
+            if [e.name for e in entries] != names:
+                names, badges = [e.name for e in entries], column_badges(ctx, entries, step_obj.key)
+            return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
+
+        return paint
+
     def on_generate(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
         key = step_key_argument(key)
-        session = request.session_hash if request is not None else None
-
-        def moved_on() -> bool:
-            """The session switched to another step since this Generate began: its columns must not be painted
-            over that step's (the answers still land in the cache and show when this step is opened again)."""
-            painted = shown.get(session) if session else None
-            return painted is not None and painted != key
-
         if ctx.replay is None or key not in ctx.replay.by_key:
             gr.Warning("Pick a step first (no replay data loaded).")
             return
@@ -385,29 +441,34 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         # the step this Generate paints is the one the session shows now, until a switch paints another
         view.painted(request, key)
         step_obj = ctx.replay.by_key[key]
-        names: list[str] | None = None
-        badges: dict[str, str] = {}
+        columns_now = columns_painter(step_obj, bool(full))
         views: list[EngineView] = []
-
-        def columns_now(columns: list[EngineView]) -> str:
-            """The columns of the engines of this moment (one picked or removed meanwhile included); their
-            badges are read again only when the engines change."""
-            nonlocal names, badges
-            entries = ctx.engine_entries()
-            if [e.name for e in entries] != names:
-                names, badges = [e.name for e in entries], column_badges(ctx, entries, key)
-            return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
-
         pair_block = stored_pair_html(ctx, ctx.engine_entries())  # stored columns: the run-level verdict stays on top
         for views in generate_views(ctx, key):
-            if moved_on():
+            if moved_on(request, key):
                 continue  # keep generating into the cache, paint nothing
             yield columns_now(views), pair_block + render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
-        if moved_on():
+        if moved_on(request, key):
             return
         fig, spec = heatmap_for(ctx, step_obj, views, heat)
         yield (columns_now(views), pair_block + render_f1_gap(f1_gap(views)),
                gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
+
+    def on_follow(key: str | None, full: bool, request: gr.Request | None = None):
+        """The answers to the step shown that are being generated (started by another Generate, another page, a
+        page since reloaded): "generating…" with their progress until each is in; nothing when none runs."""
+        key = step_key_argument(key)
+        painted = False
+        if ctx.replay is not None and key in ctx.replay.by_key and inflight_of(ctx).running_on(key):
+            columns_now = columns_painter(ctx.replay.by_key[key], bool(full))
+            pair_block = stored_pair_html(ctx, ctx.engine_entries())  # as a Generate paints the F1 box
+            for views in follow_views(ctx, key):
+                if moved_on(request, key):
+                    break
+                painted = True
+                yield columns_now(views), pair_block + render_f1_gap(f1_gap(views))
+        if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
+            yield gr.skip(), gr.skip()
 
     def on_download():
         if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
@@ -416,7 +477,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         try:
             ctx.download_replay()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
-            gr.Warning(f"Download failed: {exc}. Start the lab with --replay PATH instead.")
+            gr.Warning(f"Download failed: {exc}. Point the lab at a local replay file instead: {LOCAL_REPLAY_HINT}.")
             return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
         gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
         warm_instant_engines(ctx)
@@ -428,9 +489,11 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
     inputs = [step, show_all, heat_engine]
     # A Generate still streaming must not paint its step over the one the user moved to: every move
     # cancels it (its engines' answers still land in the cache and show when that step is opened again).
+    # "multiple": a press while an earlier Generate still streams (a slow engine) is not dropped: it reads the
+    # engines' states then and starts those ready since, awaiting the answers the first one started.
     generating = generate.click(
         on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
-        show_progress="minimal", api_name="generate",
+        show_progress="minimal", api_name="generate", trigger_mode="multiple",
     )
     fast = {"outputs": outputs, "show_progress": "hidden", "cancels": [generating]}
     switches = [
@@ -446,7 +509,14 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         switched.then(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private",
                       trigger_mode="always_last")
     heat_engine.input(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
-    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    # answers being generated for the step shown (another page's Generate, one from before a reload) show as
+    # in progress and then as answered: after a switch, when the tab is shown, when the page loads
+    follow = {"fn": on_follow, "inputs": [step, show_all], "outputs": [columns_html, f1_html],
+              "show_progress": "hidden", "api_visibility": "private"}
+    for switched in switches:
+        switched.then(trigger_mode="always_last", **follow)
+    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private").then(**follow)
+    gr.on(triggers=None, **follow)
     whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
     view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
 

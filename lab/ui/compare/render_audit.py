@@ -3,6 +3,7 @@ what vLLM or the engine does with a prompt that does not fit, where a cut would 
 from __future__ import annotations
 
 from lab.ui.shell.html_text import esc
+from lab.ui.shell.preset_html import preset_changes_html, preset_warning_html
 from lab.ui.compare.step_view import AUDIT_DISPLAY_ONLY, AUDIT_ERROR, AUDIT_PENDING, AUDIT_VERBATIM, AuditView
 
 
@@ -19,6 +20,8 @@ def audit_summary(audit: AuditView) -> str:
     if audit.state == AUDIT_ERROR:
         return f"prompt audit · {_chip('audit failed', 'bad')}"
     chips = [_chip(audit.status or "unknown", "warn" if audit.error else "ok")]
+    if audit.preset_warning:
+        chips.append(_chip("preset of another family", "warn"))
     if audit.state == AUDIT_VERBATIM:
         chips.append(_chip("sent verbatim", "muted"))
     elif audit.matches_own is True and not audit.doubled_bos:
@@ -60,6 +63,7 @@ def render_audit_body(audit: AuditView) -> str:
         model = esc(audit.model or "architecture unknown")
         if audit.preset:
             model += f" · preset <code>{esc(audit.preset)}</code>"
+            model += preset_warning_html(audit.preset_warning) + preset_changes_html(audit.preset, audit.preset_changes)
         if audit.flags:
             model += f'<div class="lab-subhead">server flags</div><code class="lab-audit-flags">{esc(" ".join(audit.flags))}</code>'
         rows.append(("model", f'<span data-audit-model="1">{model}</span>'))

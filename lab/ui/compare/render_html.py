@@ -250,7 +250,10 @@ def render_f1_gap(gap: F1Gap) -> str:
             f'<span class="lab-bar-lat" data-latency="{esc(name)}">{seconds(gap.latency.get(name))}</span></div>'
         )
     note = ""
-    if gap.worst is not None:
+    if gap.tie:
+        note = (f'<div class="lab-gap" data-tie="1">no gap: the {len(gap.scores)} engines tie at '
+                f"<b>{gap.scores[0][1]:.4f}</b></div>")
+    elif gap.worst is not None:
         note = (
             f'<div class="lab-gap">largest gap <b>{gap.gap:.4f}</b>: <span title="{esc(gap.best)}">'
             f'{esc(labels[gap.best])}</span> vs <span title="{esc(gap.worst)}">{esc(labels[gap.worst])}</span></div>'

@@ -3,7 +3,7 @@ instant or pending answer), the reference parsed once, the step view and the sim
 The Compare tab and the views beside it (run picker, what-if, samples) receive it or use these helpers."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.data.step import Step
@@ -11,6 +11,7 @@ from lab.runs.pipeline import parse_reference, run_steps
 from lab.scoring.action import ParsedAction
 from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.compare.heatmap import heatmap_figure
+from lab.ui.compare.inflight import Job, inflight_of
 from lab.ui.compare.legacy_column import answer_legacy_step, is_legacy
 from lab.ui.compare.reference_nll import reference_nll
 from lab.ui.compare.step_view import (
@@ -20,6 +21,7 @@ from lab.ui.compare.step_view import (
     LOADING,
     PENDING,
     READY,
+    RUNNING,
     EngineView,
     StepView,
     build_step_view,
@@ -29,7 +31,8 @@ from lab.ui.compare.step_view import (
 
 
 def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant: bool = True) -> EngineView:
-    """The column of one engine for one step: cached answer, instant answer, or its state."""
+    """The column of one engine for one step: cached answer, instant answer, an answer being generated
+    (whichever Generate, page or tab started it: its seconds and tokens so far), or its state."""
     cached = ctx.views.get((entry.name, step.key))
     if cached is not None:
         return cached
@@ -37,9 +40,19 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
         return engine_view_state(entry.spec, entry.name, entry.state, entry.error, entry.kind)
     if entry.state == LOADING or entry.engine is None:
         return engine_view_state(entry.spec, entry.name, LOADING, None, entry.kind)
+    job = inflight_of(ctx).running(entry.name, step.key)
+    if job is not None:
+        return running_view(entry, job)
     if entry.instant and compute_instant:
         return answer_step(ctx, entry, step)
     return engine_view_state(entry.spec, entry.name, PENDING, None, entry.kind)
+
+
+def running_view(entry: EngineEntry, job: Job) -> EngineView:
+    """The column of an answer being generated: "generating…" with its seconds and tokens so far."""
+    progress = getattr(job.engine, "live_progress", None)
+    live = progress().snapshot() if progress is not None else None
+    return replace(engine_view_state(entry.spec, entry.name, RUNNING, None, entry.kind), live=live)
 
 
 def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:

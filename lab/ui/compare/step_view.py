@@ -90,6 +90,7 @@ class F1Gap:
     worst: str | None
     gap: float
     latency: dict[str, float | None] = field(default_factory=dict)  # engine name -> latency_s
+    tie: bool = False  # two or more engines, all with the same F1: no gap to show
 
 
 @dataclass
@@ -183,7 +184,8 @@ def engine_view_state(spec: str, name: str, state: str, error: str | None = None
 
 
 def f1_gap(engines: Sequence[EngineView]) -> F1Gap:
-    """The engines' F1s and the pair (best, worst) with the largest gap."""
+    """The engines' F1s and the pair (best, worst) with the largest gap; when every F1 is the same (to the 4
+    decimals shown) there is no gap and no pair: `tie` is set and `worst` is None."""
     scores = [(e.name, e.f1) for e in engines if e.f1 is not None]
     if not scores:
         return F1Gap([], None, None, 0.0)
@@ -192,7 +194,10 @@ def f1_gap(engines: Sequence[EngineView]) -> F1Gap:
     worst = min(scores, key=lambda s: s[1])
     if len(scores) < 2:
         return F1Gap(scores, best[0], None, 0.0, latency)
-    return F1Gap(scores, best[0], worst[0], round(best[1] - worst[1], 4), latency)
+    gap = round(best[1] - worst[1], 4)
+    if round(best[1], 4) == round(worst[1], 4):
+        return F1Gap(scores, None, None, 0.0, latency, tie=True)
+    return F1Gap(scores, best[0], worst[0], gap, latency)
 
 
 # states of a column's prompt audit
@@ -236,6 +241,8 @@ class AuditView:
     model: str = ""  # the engine's architecture · context · dtype (lab.engines.model_facts)
     preset: str | None = None
     flags: list[str] | None = None  # a managed server's flags (None for a public visitor)
+    preset_changes: list | None = None  # what the preset sets vs no preset (lab.engines.preset_changes)
+    preset_warning: str | None = None  # the checkpoint is not of the preset's family
 
     @property
     def budget(self) -> int | None:

@@ -13,6 +13,7 @@ from lab.ui.shell.model_text import model_facts_text
 from lab.ui.shell.handles import CompareHandle
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
+from lab.ui.shell.preset_html import preset_changes_html, preset_warning_html
 
 SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "
@@ -71,6 +72,7 @@ def render_engine_table(entries: list[EngineEntry]) -> str:
         memory = _memory_cell(e)
         port, pid, gpu = _server_cells(e.server)
         preset = f"<div class='lab-col-preset' data-preset=\"{esc(e.preset)}\">preset {esc(e.preset)}</div>" if e.preset else ""
+        preset += preset_warning_html(e.preset_warning) + preset_changes_html(e.preset, e.preset_changes)
         device = e.device or server.get("device") or "–"
         rows.append(
             f"<tr data-engine=\"{esc(e.name)}\"><td><b>{esc(e.name)}</b><div class='lab-col-spec'>{esc(e.spec)}</div>{preset}</td>"

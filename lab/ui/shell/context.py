@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -63,6 +63,8 @@ class EngineEntry:
     context_length: int | None = None
     dtype: str | None = None
     flags: list[str] | None = None  # a managed server's command-line flags (never shown to a public visitor)
+    preset_changes: list | None = None  # lab.engines.preset_changes.PresetChange: what its preset sets vs none
+    preset_warning: str | None = None  # its checkpoint is not of the preset's family (lab.engines.preset_fit)
 
     @property
     def instant(self) -> bool:
@@ -88,6 +90,7 @@ class LabContext:
     _run_ids: dict = field(default_factory=dict)
     sessions: Any = None  # lab.ui.shell.session.SessionEngines in public mode: visitors' engines per session
     equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
+    inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
 
     @property
     def replay_error_html(self) -> str:
@@ -265,6 +268,10 @@ class LabContext:
         entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
                                                 self.shown_text(entry.notes))
         entry.flags = None  # the server's command line is the owner's
+        if entry.preset_changes:  # so are its flags; the rest is shown without server paths
+            entry.preset_changes = [replace(c, with_preset=self.shown_text(c.with_preset), without=self.shown_text(c.without))
+                                    for c in entry.preset_changes if c.part != "server flag"]
+        entry.preset_warning = self.shown_text(entry.preset_warning)
         if entry.server:  # a managed server's log tail and log file: no server paths, no command line
             from lab.engines.servers.supervisor import without_command
 
@@ -383,8 +390,11 @@ def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
         notes=str(getattr(info, "notes", "") or "") if info else "",
         server=row.get("server"),
         preset=row.get("preset"),
-        architecture=getattr(info, "architecture", None),
+        # before the engine describes itself (loading, failed), what its checkpoint's config.json says
+        architecture=getattr(info, "architecture", None) or row.get("checkpoint"),
         context_length=getattr(info, "context_length", None),
         dtype=getattr(info, "dtype", None),
         flags=getattr(info, "flags", None),
+        preset_changes=row.get("preset_changes"),
+        preset_warning=row.get("preset_warning"),
     )

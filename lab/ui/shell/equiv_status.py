@@ -4,7 +4,7 @@ limits), "equiv needs the replay" (a relative `cd` and no step screen) or "equiv
 blank or a 0."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Container, Iterable
 
 import pandas as pd
 
@@ -28,12 +28,28 @@ def mark_equiv_cells(df: pd.DataFrame, columns: Iterable[str], states: pd.Series
     return out
 
 
-def mark_step_reasons(df: pd.DataFrame, columns: Iterable[str], reasons: pd.Series) -> pd.DataFrame:
+NOT_IN_REPLAY = "equiv needs this step's screen: not in the replay loaded"
+
+
+def needs_replay_text(replay_loaded: bool) -> str:
+    """What a step that needs a replay screen says: "equiv needs the replay" in a lab without one; in a lab
+    with one (--replay, LAB_REPLAY), that its replay does not hold the step (a run of other steps)."""
+    return NOT_IN_REPLAY if replay_loaded else NEEDS_REPLAY
+
+
+def mark_step_reasons(df: pd.DataFrame, columns: Iterable[str], reasons: pd.Series,
+                      replay_keys: Container[str] | None = None) -> pd.DataFrame:
     """`df` with `columns` of the steps whose equiv was not computed (`reasons`: steps.equiv_skipped,
-    aligned with `df`'s rows) replaced by "equiv skipped: too large" or "equiv needs the replay"."""
+    aligned with `df`'s rows) replaced by "equiv skipped: too large" or needs_replay_text. With the step keys of
+    the lab's replay (`replay_keys`), a step it holds that was filled without it (by another process) says
+    "equiv pending": the background filler computes it again with the replay."""
     out = df.astype(object)
-    for text in (SKIPPED, NEEDS_REPLAY):
-        rows = reasons.map(lambda r, t=text: isinstance(r, str) and r.startswith(t)).to_numpy(dtype=bool)
+    needs = reasons.map(lambda r: isinstance(r, str) and r.startswith(NEEDS_REPLAY)).to_numpy(dtype=bool)
+    held = (df["step_key"].map(lambda k: k in replay_keys).to_numpy(dtype=bool)
+            if replay_keys is not None and "step_key" in df.columns else needs & False)
+    skipped = reasons.map(lambda r: isinstance(r, str) and r.startswith(SKIPPED)).to_numpy(dtype=bool)
+    for rows, text in ((skipped, SKIPPED), (needs & held, STATE_TEXT["pending"]),
+                       (needs & ~held, needs_replay_text(replay_keys is not None))):
         if rows.any():
             for column in (c for c in columns if c in out.columns):
                 out.loc[rows, column] = text

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import pandas as pd
 
 from lab.errors import LabError
@@ -15,6 +16,7 @@ from lab.triage import (
 from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.shell.context import LabContext
+from lab.scoring.equiv import NEEDS_REPLAY
 from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.shell.html_text import esc
 from lab.ui.triage.paired_view import paired_view
@@ -34,7 +36,8 @@ def slice_page(ctx: LabContext, spec: SliceSpec, page: int) -> tuple[pd.DataFram
     page = min(max(1, int(page or 1)), pages)
     df = slice_steps(ctx.store, spec, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     if "flags" in df:
-        df["flags"] = df["flags"].map(lambda x: ", ".join(x) if x is not None and len(x) else "")
+        # a run no flags were computed for yet (imported by `results import`) has none: NULL, not a list
+        df["flags"] = df["flags"].map(lambda x: ", ".join(x) if isinstance(x, (list, tuple, np.ndarray)) else "")
     df, note = _equiv_states(ctx, spec, df)
     return df, f"**{total}** steps · page {page} of {pages}{note}", page
 
@@ -45,7 +48,10 @@ def _equiv_states(ctx: LabContext, spec: SliceSpec, df: pd.DataFrame) -> tuple[p
     from lab.store.equiv_fill import unfilled_states
 
     if "equiv_skipped" in df.columns:  # a step past the equiv limits, or needing the replay: its cells say so
-        df = mark_step_reasons(df, ("equiv_f1", "spelling_gap"), df.pop("equiv_skipped"))
+        reasons = df.pop("equiv_skipped")
+        if ctx.replay is not None and reasons.eq(NEEDS_REPLAY).any():
+            ctx.kick_equiv()  # filled by another process without this lab's replay: filled again with it
+        df = mark_step_reasons(df, ("equiv_f1", "spelling_gap"), reasons, ctx.replay.by_key if ctx.replay else None)
     states = unfilled_states(ctx.store)
     if not states:
         return df, ""
