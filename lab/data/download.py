@@ -65,6 +65,25 @@ def pinned(url: str) -> Expected:
     return Expected.parse(None if sha is None else str(sha), pin.get("size"))  # YAML reads 64 digits as a number
 
 
+def pinned_shape(url: str) -> dict[str, int]:
+    """The steps and tasks replay_pins.yaml (or LAB_REPLAY_PINS) records for `url` ({} when none): a file of
+    another shape is not the pinned file, whatever its bytes (the shape is known where the digest is not)."""
+    from lab.settings import read_limits
+
+    pin = (read_limits(PINS, "LAB_REPLAY_PINS", "the replay files' pins").get("pins") or {}).get(url)
+    if not isinstance(pin, dict):
+        return {}
+    shape = {}
+    for key in ("steps", "tasks"):
+        value = pin.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise LabError(f"the replay files' pins: {key} of {url} is not a positive whole number")
+        shape[key] = value
+    return shape
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes (hex)."""
     hasher = hashlib.sha256()

@@ -208,6 +208,12 @@ def check_replay_file(path: Path, url: str) -> None:
         raise LabError(f"the file from {url} is not a replay file ({where}: {exc.problem[:200]}); nothing was kept") from None
     if not steps:
         raise LabError(f"the file from {url} is not a replay file (no steps in it); nothing was kept")
+    from lab.data.download import pinned_shape
+
+    found = {"steps": len(steps), "tasks": len({s.task_id for s in steps})}
+    wrong = [f"{found[key]} {key}, expected {count}" for key, count in pinned_shape(url).items() if found[key] != count]
+    if wrong:
+        raise LabError(f"the file from {url} is not the pinned replay file ({', '.join(wrong)}); nothing was kept")
 
 
 def _row_records(rows: Iterable[dict]) -> Iterable[RawRecord]:

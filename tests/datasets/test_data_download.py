@@ -207,3 +207,24 @@ def test_a_pinned_url_is_held_to_its_pin_unless_the_owner_gives_another(server, 
     pins.write_text(f"pins:\n  {url}: not a mapping\n")
     with pytest.raises(LabError, match="is not {sha256: …, size: …}"):
         fetch(url, tmp_path / "again")
+
+
+def test_a_url_pinned_by_its_shape_must_hold_that_many_steps_and_tasks(server, tmp_path, monkeypatch):
+    """The default corrected file is pinned by the shape its manifest states (303 steps, 50 tasks), where its
+    digest is not known here: a file of another shape is refused and nothing is kept (issue 40 item 6)."""
+    from lab.data.download import pinned_shape
+    from lab.settings import DEFAULT_REPLAY_URL
+
+    assert pinned_shape(DEFAULT_REPLAY_URL) == {"steps": 303, "tasks": 50}  # the shipped pins file
+    url = f"{server}/replay_full.jsonl"
+    pins = tmp_path / "pins.yaml"
+    monkeypatch.setenv("LAB_REPLAY_PINS", str(pins))
+    pins.write_text(f"pins:\n  {url}: {{steps: 303, tasks: 50}}\n")
+    with pytest.raises(LabError, match=r"not the pinned replay file \(\d+ steps, expected 303, 2 tasks, expected 50\)"):
+        fetch(url, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []
+    pins.write_text(f"pins:\n  {url}: {{tasks: 2}}\n")  # the excerpt's shape: two tasks
+    assert fetch(url, tmp_path / "cache").read_bytes() == BODY
+    pins.write_text(f"pins:\n  {url}: {{steps: -3}}\n")
+    with pytest.raises(LabError, match="steps of .* is not a positive whole number"):
+        fetch(url, tmp_path / "other")
