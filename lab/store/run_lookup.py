@@ -46,7 +46,8 @@ def find_run(store: Store, ref: str, published_path: Callable[[], str | None] | 
             return found
         raise LabError(f"published run '{ref}' is fetched ({stored}) but not in the store; import it with "
                        f"`python -m lab results import <results>/{stored}`")
-    raise LabError(f"'{ref}' names no run of the store (a run id, display name or result file name) nor a published "
+    shown = ref if len(ref) <= 120 else f"{ref[:120]}…"
+    raise LabError(f"'{shown}' names no run of the store (a run id, display name or result file name) nor a published "
                    "run; list the store's runs with "
                    "`python -m lab results sql \"SELECT run_id, display_name FROM runs\"` and the published ones with "
                    "`python -m lab data published list`")

@@ -38,12 +38,13 @@ def join_series(store: Store, run_id: str, series: str, position: int | float | 
         raise LabError("series name is empty: give the series the run joins")
     if len(series) > MAX_SERIES_NAME:
         raise LabError(f"series name is longer than {MAX_SERIES_NAME} characters")
+    shown = repr(position) if len(str(position)) <= 40 else repr(f"{str(position)[:40]}…")
     try:
         x = float(position)
-    except (TypeError, ValueError):
-        raise LabError(f"position {position!r}: give a whole number (the base model: 0)") from None
-    if x != x or x != int(x) or not 0 <= x <= MAX_POSITION:
-        raise LabError(f"position {position!r}: give a whole number from 0 to {MAX_POSITION} (the base model: 0)")
+    except (TypeError, ValueError, OverflowError):
+        raise LabError(f"position {shown}: give a whole number (the base model: 0)") from None
+    if not 0 <= x <= MAX_POSITION or x != int(x):  # NaN and infinities fail the range first
+        raise LabError(f"position {shown}: give a whole number from 0 to {MAX_POSITION} (the base model: 0)")
     if x_kind not in X_KINDS:
         raise LabError(f"position kind {x_kind!r}: use one of {', '.join(X_KINDS)}")
     if not store.rows("SELECT 1 FROM runs WHERE run_id = ?", [str(run_id)]):

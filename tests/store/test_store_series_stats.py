@@ -160,3 +160,21 @@ def test_a_read_only_store_refuses_a_placement(lab):
     finally:
         store.refuse_writes = None
     assert list(series_frame(store).query("series == 'myrun'")["x"]) == [100, 200]
+
+
+
+@pytest.mark.parametrize("position", ["1e309", "-1e309", "nan", "inf", float("inf"), "1" * 400])
+def test_a_position_no_number_holds_is_one_line(lab, position):
+    """Infinite, NaN or 400-digit positions are refused in one short line, never an OverflowError."""
+    store, ids, _ = lab
+    with pytest.raises(LabError, match=r"^position .{1,60}: give a whole number") as err:
+        join_series(store, ids[0], "s", position)
+    assert len(str(err.value)) < 200
+
+
+def test_an_unknown_run_is_named_short(lab):
+    from lab.store.run_lookup import find_run
+
+    with pytest.raises(LabError, match="names no run") as err:
+        find_run(lab[0], "x" * 100_000)
+    assert len(str(err.value)) < 600
