@@ -130,8 +130,11 @@ def run(args: argparse.Namespace) -> int:
         comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
     gated = comparison.get(args.metric)
     spec = load_metrics()[args.metric]
-    if gated is None or gated.ci is None:
+    if gated is None or gated.ci is None:  # the figures still print; the gate cannot decide: exit 2
         why = comparison.notes.get(args.metric) if gated is None else gated.note
+        gate = {"metric": args.metric, "max_drop": args.max_drop, "failed": None, "reason": f"cannot gate: {why}"}
+        print(json.dumps({**comparison.to_dict(), "gate": gate}, indent=2, allow_nan=False, default=_no_nan)
+              if args.json else _table(comparison))
         raise LabError(f"cannot gate on {args.metric}: {why}")
     failed = gated.worse_by_more_than(args.max_drop)
     unit = "points" if spec.scale == 100 else ""

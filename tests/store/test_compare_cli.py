@@ -105,6 +105,15 @@ def test_bad_input_exits_2_with_one_line(files, capsys, argv, expected):
     assert err.count("\n") == 1 and err.startswith("error: ") and expected in err, err
 
 
+def test_too_few_common_steps_still_print_the_figures(files, capsys):
+    """A comparison the gate cannot decide (12 common steps) prints every figure, then exits 2 saying why."""
+    rc, out, err = run(capsys, *FAST, str(files["base"]), str(files["tiny"]), *store_args(files))
+    assert rc == 2 and "fewer than 30 common steps" in err
+    assert "score (100 × command F1)" in out and "fewer than 30 common steps" in out
+    rc, out, _ = run(capsys, *FAST, "--json", str(files["base"]), str(files["tiny"]), *store_args(files))
+    assert rc == 2 and json.loads(out)["gate"]["failed"] is None
+
+
 def test_the_command_exits_1_as_a_process(files):
     """The exit status a CI step sees, from a real `python -m lab compare` process."""
     proc = subprocess.run([sys.executable, "-m", "lab", "compare", str(files["base"]), str(files["worse"]), *FAST],
