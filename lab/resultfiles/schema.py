@@ -35,6 +35,8 @@ def _units(value: Any) -> Any:
 
 Text = Annotated[str, BeforeValidator(_scalar_text)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+Fraction = Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)]  # a per-step metric: 0 to 1
+Seconds = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 Index = Annotated[int, Field(strict=True, ge=0, le=MAX_STEP_IDX)]
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
 Units = Annotated[list[Annotated[str, Field(strict=True)]], BeforeValidator(_units)]
@@ -60,10 +62,10 @@ class StepRow(_Open):
     pred_task_complete_true: Optional[StrictBool] = None
     ref_command_units: Units = []
     pred_command_units: Optional[Units] = None
-    first_cmd_exact: Optional[Finite] = None
-    command_precision: Optional[Finite] = None
-    command_recall: Optional[Finite] = None
-    command_f1: Optional[Finite] = None
+    first_cmd_exact: Optional[Fraction] = None
+    command_precision: Optional[Fraction] = None
+    command_recall: Optional[Fraction] = None
+    command_f1: Optional[Fraction] = None
     pred_preview: Optional[Text] = None
     raw_output: Optional[Text] = None
     finish_reason: Optional[Text] = None
@@ -71,8 +73,8 @@ class StepRow(_Open):
     template_status: Optional[Text] = None
     prompt_tokens: Optional[Count] = None
     completion_tokens: Optional[Count] = None
-    latency_s: Optional[Finite] = None
-    ttft_s: Optional[Finite] = None
+    latency_s: Optional[Seconds] = None
+    ttft_s: Optional[Seconds] = None
     parse_failure: Optional[Text] = None
     units_from_fallback: Optional[StrictBool] = None
     error: Optional[Text] = None
