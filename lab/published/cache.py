@@ -97,7 +97,10 @@ def verify_file(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL)") from None
     if not isinstance(data, dict) or not isinstance(data.get("per_step"), list):
         raise LabError(f"{entry.path}: not a result file (no per_step list); the download was discarded")
-    parse_result_bytes(content, entry.path)  # every field the lab reads: types, finite numbers
+    try:
+        parse_result_bytes(content, entry.path)  # every field the lab reads: types, finite numbers, ranges
+    except LabError as exc:
+        raise LabError(f"{exc}; the download was discarded") from None
     if not data["per_step"]:
         raise LabError(f"{entry.path}: a run with no steps (per_step is empty); the download was discarded")
     limits = fetch_limits()
