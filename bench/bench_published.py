@@ -257,7 +257,7 @@ def main() -> int:
         store.close()
 
         from lab.ui.app import create_context
-        from lab.ui.compare.compare_tab import step_outputs, warm_instant_engines
+        from lab.ui.compare.tab import step_outputs, warm_instant_engines
 
         ctx = create_context(settings, [])
         chosen = ids[: args.columns]

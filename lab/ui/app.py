@@ -12,7 +12,7 @@ from lab.data import cached_replay_path
 from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
-from lab.ui.compare.compare_tab import (
+from lab.ui.compare.tab import (
     SHORTCUTS_JS,
     CompareTab,
     build_compare_tab,
@@ -137,10 +137,10 @@ def _mount_optional(module: str, builder: str, *args) -> bool:
 
 def build_app(ctx: LabContext) -> gr.Blocks:
     """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
-    from lab.ui.batch.batch_tab import build_batch_tab
-    from lab.ui.engines.engines_tab import build_engines_tab
-    from lab.ui.published.published_panel import build_published_panel
-    from lab.ui.results.results_tab import build_results_tab
+    from lab.ui.batch.tab import build_batch_tab
+    from lab.ui.engines.tab import build_engines_tab
+    from lab.ui.published.panel import build_published_panel
+    from lab.ui.results.tab import build_results_tab
     from lab.ui.shell.choices import short_choice_errors
 
     short_choice_errors()  # a value that is no choice is refused in one short line, not echoed with every choice
@@ -152,7 +152,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             build_engines_tab(ctx, compare)
             build_batch_tab(ctx)
             build_results_tab(ctx, open_in_compare, build_published_panel)
-            _mount_optional("lab.ui.triage.triage_tab", "build_triage_tab", ctx, open_in_compare)
+            _mount_optional("lab.ui.triage.tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")
         if compare.replay_loaded is not None:

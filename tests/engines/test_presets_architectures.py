@@ -238,7 +238,7 @@ def test_replay_with_the_preset_through_vllm(served, tmp_path):
     # the Engines tab and the prompt audit say what runs: architecture, context, dtype, preset, flags
     from transformers import AutoConfig
 
-    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.ui.engines.tab import render_engine_table
     from lab.ui.shell.context import entry_from_status
 
     architecture = AutoConfig.from_pretrained(served.folder).architectures[0]

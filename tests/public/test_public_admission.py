@@ -51,7 +51,7 @@ def counting_server():
 
 
 def test_stored_stays_inside_the_data_folders_with_engines_allowed(tmp_path):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     outside = tmp_path / "outside.json"
     write_stored_run(outside, "outside")
@@ -76,7 +76,7 @@ def test_stored_stays_inside_the_data_folders_with_engines_allowed(tmp_path):
 
 
 def test_openai_to_internal_addresses_is_refused(tmp_path, counting_server, monkeypatch):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     base, hits = counting_server
     monkeypatch.delenv("LAB_ENGINE_HOSTS", raising=False)
@@ -95,7 +95,7 @@ def test_openai_to_internal_addresses_is_refused(tmp_path, counting_server, monk
 
 
 def test_owner_listed_hosts_and_local_mode_are_unchanged(tmp_path, counting_server, monkeypatch):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     base, hits = counting_server
     monkeypatch.setenv("LAB_ENGINE_HOSTS", "127.0.0.1")

@@ -52,7 +52,7 @@ def test_runs_table_has_coverage_and_partial(lab):
 
 
 def test_results_table_marks_partial_and_fills_rank(lab):
-    from lab.ui.results.results_tab import leaderboard_frame
+    from lab.ui.results.tab import leaderboard_frame
 
     ctx, n = lab
     df = leaderboard_frame(ctx, False)
@@ -83,7 +83,7 @@ def _plot_names(fig) -> list[str]:
 
 
 def test_every_plot_marks_partial_runs(lab):
-    from lab.ui.results.results_tab import draw_plot, plot_registry
+    from lab.ui.results.tab import draw_plot, plot_registry
 
     ctx, n = lab
     for name in plot_registry():
@@ -100,7 +100,7 @@ def test_every_plot_marks_partial_runs(lab):
 
 
 def test_name_filter_narrows_the_plots(lab):
-    from lab.ui.results.results_tab import draw_plot, leaderboard_frame
+    from lab.ui.results.tab import draw_plot, leaderboard_frame
 
     ctx, _ = lab
     assert len(leaderboard_frame(ctx, False, "wholesel")) == 1

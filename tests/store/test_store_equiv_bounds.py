@@ -126,8 +126,8 @@ def skipped_ctx(tmp_path):
 @pytest.mark.slow
 def test_results_plot_and_triage_say_equiv_skipped(skipped_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.results.results_tab import count_html, draw_plot, leaderboard_frame
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.ui.results.tab import count_html, draw_plot, leaderboard_frame
+    from lab.ui.triage.tab import slice_page
 
     ctx = skipped_ctx
     df = leaderboard_frame(ctx, False)

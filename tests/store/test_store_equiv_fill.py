@@ -254,7 +254,7 @@ def pending_ctx(tmp_path):
 
 
 def test_results_table_count_and_plot_say_equiv_pending_then_show_the_values(pending_ctx):
-    from lab.ui.results.results_tab import count_html, draw_plot, leaderboard_frame
+    from lab.ui.results.tab import count_html, draw_plot, leaderboard_frame
 
     ctx = pending_ctx
     df = leaderboard_frame(ctx, False)
@@ -279,7 +279,7 @@ def test_results_table_count_and_plot_say_equiv_pending_then_show_the_values(pen
 
 def test_triage_page_says_equiv_pending_and_which_filters_skip_those_steps(pending_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.ui.triage.tab import slice_page
 
     ctx = pending_ctx
     refresh_step_flags(ctx.store)  # (the tab does it when it lists its choices)
@@ -316,7 +316,7 @@ def test_the_app_context_fills_in_the_background(tmp_path):
 
 def test_a_run_whose_rules_fail_is_marked_failed_once_and_shown_so(pending_ctx, monkeypatch):
     import lab.store.equiv_fill as fill
-    from lab.ui.results.results_tab import count_html, leaderboard_frame
+    from lab.ui.results.tab import count_html, leaderboard_frame
 
     def odd_input(*args, **kwargs):
         raise ValueError("a rule met input it cannot handle")

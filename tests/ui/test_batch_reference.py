@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lab.settings import Settings
-from lab.ui.batch.batch_rows import ANSWERS, REFERENCE
+from lab.ui.batch.rows import ANSWERS, REFERENCE
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir

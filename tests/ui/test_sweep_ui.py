@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab.settings import Settings
-from lab.ui.batch.batch_rows import ANSWERS, REFERENCE
+from lab.ui.batch.rows import ANSWERS, REFERENCE
 from tests.helpers_servers import free_port, serve_lab
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir

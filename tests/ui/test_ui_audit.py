@@ -13,7 +13,7 @@ from lab.engines import create_engine
 from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
 from lab.ui.compare.audit_panel import audit_answer, engine_max_model_len
-from lab.ui.compare.compare_tab import generate_views, step_outputs
+from lab.ui.compare.tab import generate_views, step_outputs
 from lab.ui.compare.render_html import render_column, render_f1_gap
 from lab.ui.compare.step_view import f1_gap
 from tests.paths import EXCERPT

@@ -20,7 +20,7 @@ from lab.sweep import progress as sweep_states
 from lab.sweep.options import ANSWERS as RUN_ANSWERS, REFERENCE as RUN_REFERENCE  # what the sweep runs
 from lab.sweep.plan import Cluster, Outcome, Sweep
 from lab.sweep.progress import JobProgress
-from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
+from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
 from lab.ui.shell.context import LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.public import SWEEP_OFF, sweep_allowed

@@ -21,9 +21,9 @@ from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells,
 from lab.ui.shell.html_text import esc
 from lab.ui.triage.paired_view import paired_view
 from lab.ui.triage.series_picker import build_series_picker, series_choices, wire_series_picker
-from lab.ui.triage.stability_triage import build_stability_panel
-from lab.ui.triage.triage_figures import slice_figures
-from lab.ui.triage.triage_filters import ANY, FILTER_FIELDS, Choices, inputs_from_spec, load_choices, spec_from_inputs
+from lab.ui.triage.stability import build_stability_panel
+from lab.ui.triage.figures import slice_figures
+from lab.ui.triage.filters import ANY, FILTER_FIELDS, Choices, inputs_from_spec, load_choices, spec_from_inputs
 
 PAGE_SIZE = 50
 BUCKETS = ["early", "mid", "late"]

@@ -142,7 +142,7 @@ def broken_files_notice(ctx: LabContext) -> str:
 
 def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callable[[LabContext], None]) -> None:
     """Lay out the Results tab and wire its events; `published_panel` lays out the published runs' panel
-    under the leaderboard (the app passes lab.ui.published.published_panel.build_published_panel)."""
+    under the leaderboard (the app passes lab.ui.published.panel.build_published_panel)."""
     with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))

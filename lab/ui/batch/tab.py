@@ -16,7 +16,7 @@ from lab.runs.names import finished_run_file, safe_run_name
 from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
-from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
+from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
 from lab.ui.shell.context import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.html_text import esc

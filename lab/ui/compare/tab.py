@@ -215,7 +215,7 @@ def await_jobs(ctx: LabContext, step: Step, jobs: dict[str, Job]) -> Iterator[li
 def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
     """Run every ready engine without an answer concurrently (an answer another Generate is generating is
     awaited, not started again); yield the columns as each answers. Each yield has the engines of that
-    moment, each shown as it is then (lab.ui.compare.compare_tab.step_columns)."""
+    moment, each shown as it is then (lab.ui.compare.tab.step_columns)."""
     step = ctx.replay.by_key[key]
     jobs = start_answers(ctx, key)
     yield step_columns(ctx, step)
