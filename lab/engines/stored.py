@@ -13,7 +13,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
-from lab.resultfiles.resultfile import read_result_file, scorer_for
+from lab.resultfiles.files import read_result_file, scorer_for
 from lab.resultfiles.units import coerce_units
 
 NOT_IN_RUN = "not in this run"

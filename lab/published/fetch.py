@@ -56,7 +56,7 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
 
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
-    from lab.resultfiles.resultfile import scorer_for
+    from lab.resultfiles.files import scorer_for
     from lab.scoring.aggregate import aggregate_scores
 
     seen, per_step = set(), []

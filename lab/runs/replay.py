@@ -19,7 +19,7 @@ from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
-from lab.resultfiles.resultfile import CORRECTED, LEGACY
+from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores

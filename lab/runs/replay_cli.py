@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
         finally:
             bar.close()
             engine.close()
-        from lab.resultfiles.resultfile import read_result_file
+        from lab.resultfiles.files import read_result_file
 
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from lab.errors import ResultFileError
 from lab.runs.sample_scores import rescore_samples
-from lab.resultfiles.resultfile import LEGACY, read_result_file, scoring_version, write_result_file
+from lab.resultfiles.files import LEGACY, read_result_file, scoring_version, write_result_file
 from lab.resultfiles.units import coerce_units
 from lab.scoring import SCORERS, aggregate_scores, score_batch, task_complete_fields
 

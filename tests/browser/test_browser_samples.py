@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lab.data import load_replay
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.settings import Settings
 from tests.conftest import BROWSER_EXPECT_MS
 from tests.helpers_servers import serve_lab

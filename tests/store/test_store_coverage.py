@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.settings import Settings
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from bench.synthetic import make_results
-from lab.resultfiles.resultfile import scorer_for
+from lab.resultfiles.files import scorer_for
 from lab.settings import Settings
 from lab.store import import_path, open_store, run_id_of
 from lab.scoring.aggregate import aggregate_scores

@@ -13,7 +13,7 @@ from lab.data import load_replay
 from lab.engines import create_engine
 from lab.runs.replay import ReplayConfig, replay
 from lab.runs.rescore import rescore_result
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.stability import summarize_samples
 from lab.settings import Settings
 from lab.ui.compare.samples_view import READY, SampleSet, render_sample_set, render_samples

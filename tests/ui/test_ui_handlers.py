@@ -10,7 +10,7 @@ import pytest
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import run_steps
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.metrics import score_units
 from lab.settings import Settings
