@@ -22,7 +22,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, tiny_model_dir):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("browser-samples")
     runs = root / "results" / "runs"

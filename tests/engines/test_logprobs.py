@@ -179,7 +179,7 @@ def test_replay_and_score_reference_land_in_duckdb_with_not_recorded_for_others(
     # the same steps); every other row says "not recorded"
     from lab.settings import Settings
     from lab.store import open_store
-    from lab.ui.shell.context import LabContext
+    from lab.workspace import LabContext
     from lab.ui.results.tab import NOT_RECORDED, leaderboard_frame
 
     ref_file = next(p for p in (tmp_path / "results" / "runs").glob("*.json") if p.name != "tiny.json")
@@ -240,7 +240,7 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
     from lab.runs.replay import ReplayConfig, replay
     from lab.settings import Settings
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.compare.tab import step_outputs
     from tests.ui.test_ui_handlers import write_stored_run
 

@@ -68,7 +68,7 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
     from gradio.context import LocalContext
 
     from lab.settings import Settings
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.compare.tab import generate_views
     from tests.helpers_store import make_results_dir
 

@@ -172,7 +172,7 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
 def vllm_lab(vllm_env, vllm_model_dir, tiny_lora_for_vllm, tmp_path_factory):
     """A lab context with two managed vLLM engines side by side: `vl-key` (requires an API key) and
     `vl-lora` (the same model with a LoRA adapter), each with its share of the CPU KV-cache budget."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("vllm-lab")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",

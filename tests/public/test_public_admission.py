@@ -20,7 +20,7 @@ from tests.ui.test_ui_handlers import write_stored_run
 
 
 def make_ctx(tmp_path, *, public: bool, allow: bool, open_db: bool = False):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     write_stored_run(results / "runs" / "inside.json", "inside")
@@ -118,7 +118,7 @@ def test_owner_listed_hosts_and_local_mode_are_unchanged(tmp_path, counting_serv
 
 def test_visitors_tags_and_notes_are_off_unless_the_owner_allows(tmp_path, monkeypatch):
     from lab.triage.annotations import add_annotation
-    from lab.ui.shell.public import apply_public_policy
+    from lab.serve import apply_public_policy
 
     monkeypatch.delenv("LAB_PUBLIC_ANNOTATIONS", raising=False)
     ctx = make_ctx(tmp_path, public=True, allow=False, open_db=True)

@@ -144,7 +144,7 @@ def test_no_absolute_server_path_in_the_page(public_lab):
 
 def test_stop_is_per_session():
     """Two sessions' Stop events are separate: pressing Stop in one never stops the other."""
-    from lab.ui.shell.session import SessionEvents
+    from lab.visitors import SessionEvents
 
     stops = SessionEvents()
     a, b = stops.get("a"), stops.get("b")

@@ -24,7 +24,7 @@ def _variant(src: dict, path: Path, name: str, **top: object) -> dict:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("coverage")
     results = make_results_dir(root)

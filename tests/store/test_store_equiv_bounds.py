@@ -111,7 +111,7 @@ def test_the_store_answers_another_process_while_the_fill_runs(tmp_path):
 @pytest.fixture()
 def skipped_ctx(tmp_path):
     """A lab context whose store holds the huge run, its equiv columns filled (huge steps skipped)."""
-    from lab.ui.shell.context import LabContext
+    from lab.workspace import LabContext
 
     results = make_results_dir(tmp_path)
     (results / "runs").mkdir(exist_ok=True)

@@ -243,7 +243,7 @@ def test_a_store_of_schema_4_opens_and_gets_its_equiv_columns(tmp_path):
 @pytest.fixture()
 def pending_ctx(tmp_path):
     """A lab context whose store holds the published run with its equiv columns pending (no filler)."""
-    from lab.ui.shell.context import LabContext
+    from lab.workspace import LabContext
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)
@@ -294,7 +294,7 @@ def test_triage_page_says_equiv_pending_and_which_filters_skip_those_steps(pendi
 
 
 def test_the_app_context_fills_in_the_background(tmp_path):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)

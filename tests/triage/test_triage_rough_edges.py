@@ -47,7 +47,7 @@ def test_improved_view_empty_says_why(triage_store):  # noqa: F811
 
 
 def test_triage_plots_with_no_runs_give_guidance(tmp_path):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.triage.figures import slice_figures
 
     results = make_results_dir(tmp_path)
@@ -62,7 +62,7 @@ def test_triage_plots_with_no_runs_give_guidance(tmp_path):
 
 
 def test_long_run_names_are_shortened_and_legend_is_below(tmp_path):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.triage.figures import short_names, slice_figures
     from tests.ui.test_ui_handlers import write_stored_run
 

@@ -39,7 +39,7 @@ def write_legacy_run(path):
 @pytest.fixture
 def lab_ctx(tmp_path, monkeypatch):
     """A lab context (no server, no store) on the corrected excerpt with one legacy stored column."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     monkeypatch.delenv("LAB_LEGACY_REPLAY", raising=False)
     run = write_legacy_run(tmp_path / "legacy-run.json")
@@ -135,7 +135,7 @@ def test_cli_refuses_a_legacy_run_on_the_corrected_rules_and_replays_it_on_the_l
 def test_the_column_scores_on_the_legacy_reference_with_the_legacy_rules(tmp_path, monkeypatch):
     """The legacy replay's first step has no commands and the run answered none: the legacy scorer's
     empty-vs-empty is 1.0 (the loaded replay's reference, or the corrected scorer, would give 0.0)."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.compare.tab import step_outputs
 
     lines = EXCERPT.read_text(encoding="utf-8").splitlines()

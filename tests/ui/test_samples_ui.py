@@ -75,7 +75,7 @@ def shaky(i: int, k: int, ref: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, tiny_model_dir):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("samples-ui")
     results = root / "results"

@@ -41,7 +41,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(cluster, tmp_path_factory):
     """The lab (reference + a stored run of its own runs folder) with LAB_RAY_ADDRESS at the cluster."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("sweep-ui")
     results = make_results_dir(root)

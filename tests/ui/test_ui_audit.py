@@ -28,7 +28,7 @@ DEFAULT_MAX_MODEL_LEN = load_engine_defaults()["max_model_len"]
 @pytest.fixture(scope="module")
 def ctx(tiny_model_dir, tmp_path_factory):
     """A lab context (no server) with the excerpt, `reference` and the tiny model (8 new tokens)."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("audit")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",

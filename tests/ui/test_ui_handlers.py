@@ -60,7 +60,7 @@ def write_stored_run(path: Path, name: str, offset: int = 0) -> dict:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A real lab (excerpt replay, reference + one stored run) served on 127.0.0.1."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("ui")
     results = root / "results"

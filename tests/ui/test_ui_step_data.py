@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
     """A lab context (excerpt replay, reference + one stored run) without a store or a server."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("step-data")
     runs = root / "results" / "runs"

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A lab over a tmp results folder (shipped CSVs + two stored runs), reference + one stored engine."""
-    from lab.ui.app import build_app, create_context
+    from lab.serve import create_context
+    from lab.ui.app import build_app
 
     root = tmp_path_factory.mktemp("tabs")
     results = make_results_dir(root)
@@ -67,7 +68,7 @@ def test_engines_add_fail_unload(lab):
 
 
 def test_public_mode_refuses_model_engines(tmp_path, monkeypatch):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.engines.tab import add_engine_action, loading_policy_html
 
     monkeypatch.delenv("LAB_ALLOW_ENGINES", raising=False)
@@ -259,7 +260,7 @@ def test_batch_on_a_stored_run_never_overwrites_its_source(lab):
 
 
 def test_startup_messages_say_what_was_loaded(lab, tmp_path):
-    from lab.ui.app import opening_message, startup_report
+    from lab.serve import opening_message, startup_report
 
     ctx, _ = lab
     assert opening_message(Settings(results_dir=tmp_path, db_path=tmp_path / "new.duckdb")).startswith("building")

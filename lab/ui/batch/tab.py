@@ -17,11 +17,12 @@ from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.public import BATCH_OFF, batch_allowed, sweep_allowed
-from lab.ui.shell.session import SessionEvents, current_session
+from lab.ui.shell.session import current_session
+from lab.visitors import SessionEvents
 from lab.ui.batch.sweep_panel import SLOT, build_sweep_panel
 
 

@@ -13,7 +13,7 @@ from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.pipeline import run_steps
 from lab.security.paths import display_path, redact_paths
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
 from lab.ui.compare.step_view import ABSENT, ERROR, EngineView, engine_view_from_result, engine_view_state
 

@@ -9,7 +9,7 @@ from typing import Any
 from lab.data.step import Step
 from lab.runs.pipeline import parse_reference, run_steps
 from lab.scoring.action import ParsedAction
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.heatmap import heatmap_figure
 from lab.ui.compare.inflight import Job, inflight_of
 from lab.ui.compare.legacy_column import answer_legacy_step, is_legacy

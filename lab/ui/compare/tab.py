@@ -12,7 +12,7 @@ from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.settings import PROJECT_ROOT
 from lab.ui.compare.audit_panel import audit_answer, column_audits
-from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.legacy_column import scorer_badge_html
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice

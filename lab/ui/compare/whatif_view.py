@@ -10,7 +10,7 @@ from typing import Iterator
 import gradio as gr
 
 from lab.errors import LabError
-from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.step_data import answer_step, engine_view
 from lab.ui.compare.step_view import EngineView
 from lab.ui.compare.whatif_render import WHATIF_CSS, render_whatif_results

@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from lab.errors import LabError
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.ui.shell.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice

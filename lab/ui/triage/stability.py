@@ -12,7 +12,7 @@ from lab.triage.stability import (
     LOSS, TIE, WIN, head_to_head_summary, sampled_runs, samples_head_to_head, stability_by_run, unstable_steps,
     verdict_flips,
 )  # fmt: skip
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 
 VERDICT_COLOURS = {WIN: "#2e7d32", LOSS: "#c62828", TIE: "#9e9e9e"}
 

@@ -15,7 +15,7 @@ from lab.triage import (
 )  # fmt: skip
 from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.scoring.equiv import NEEDS_REPLAY
 from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.shell.html_text import esc

@@ -88,7 +88,7 @@ class LabContext:
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
-    sessions: Any = None  # lab.ui.shell.session.SessionEngines in public mode: visitors' engines per session
+    sessions: Any = None  # lab.visitors.SessionEngines in public mode: visitors' engines per session
     equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
     inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
 
@@ -283,8 +283,9 @@ class LabContext:
 
     def add_engine(self, spec: str, wait: bool = False) -> str:
         """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
-        In public mode the engine belongs to the visitor's session (capped; see lab.ui.shell.session)."""
-        from lab.ui.shell.session import current_client, current_session, public_limit
+        In public mode the engine belongs to the visitor's session (capped; see lab.visitors)."""
+        from lab.ui.shell.session import current_client, current_session
+        from lab.visitors import public_limit
 
         session = current_session() if self.sessions is not None else None
         if session:
