@@ -19,6 +19,7 @@ from lab.ui.compare.tab import (
     warm_instant_engines,
 )
 from lab.ui.shell.public import launch_limits, watch_sessions
+from lab.ui.shell.session import serve_requests
 from lab.workspace import LabContext
 
 __all__ = ["build_app", "launch_options", "OpenInCompare"]
@@ -91,6 +92,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     from lab.ui.results.tab import build_results_tab
     from lab.ui.shell.choices import short_choice_errors
 
+    serve_requests(ctx)
     short_choice_errors()  # a value that is no choice is refused in one short line, not echoed with every choice
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")

@@ -143,7 +143,10 @@ def test_a_closed_session_unloads_only_its_own_engines(tmp_path):
     import gradio as gr
     from gradio.context import LocalContext
 
+    from lab.ui.shell.session import serve_requests
+
     ctx = make_ctx(tmp_path, public=True, allow=False)
+    serve_requests(ctx)  # as the app does: the workspace asks Gradio who is asking
     inside = f"stored:{ctx.settings.runs_dir / 'inside.json'}"
     try:
         for session in ("alice", "bob"):

@@ -2,6 +2,11 @@
 visitors' engines, lab.visitors, are counted by them)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lab.workspace import LabContext
+
 
 def current_client() -> str | None:
     """The client of the request being handled (the TCP peer, or what a trusted proxy forwarded;
@@ -25,3 +30,8 @@ def current_session() -> str | None:
         return None
     request = LocalContext.request.get(None)
     return getattr(request, "session_hash", None) if request is not None else None
+
+
+def serve_requests(ctx: LabContext) -> None:
+    """Let the workspace ask Gradio who is asking: in public mode each visitor's engines are its own."""
+    ctx.current_session, ctx.current_client = current_session, current_client
