@@ -127,7 +127,7 @@ def skipped_ctx(tmp_path):
 def test_results_plot_and_triage_say_equiv_skipped(skipped_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
     from lab.ui.results.tab import count_html, draw_plot, leaderboard_frame
-    from lab.ui.triage.tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     ctx = skipped_ctx
     df = leaderboard_frame(ctx, False)

@@ -279,7 +279,7 @@ def test_results_table_count_and_plot_say_equiv_pending_then_show_the_values(pen
 
 def test_triage_page_says_equiv_pending_and_which_filters_skip_those_steps(pending_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.triage.tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     ctx = pending_ctx
     refresh_step_flags(ctx.store)  # (the tab does it when it lists its choices)

@@ -82,7 +82,7 @@ def test_the_app_fills_from_a_replay_that_becomes_known_and_shows_one_value(tmp_
     from lab.triage import SliceSpec, refresh_step_flags
     from lab.workspace import LabContext
     from lab.ui.results.tab import leaderboard_frame
-    from lab.ui.triage.tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)
@@ -121,7 +121,7 @@ def test_a_run_another_process_filled_without_the_replay_is_filled_again_by_the_
     from lab.triage import SliceSpec
     from lab.serve import create_context
     from lab.ui.shell.equiv_status import NOT_IN_REPLAY
-    from lab.ui.triage.tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, db_path=results / "lab.duckdb", replay_path=str(EXCERPT),

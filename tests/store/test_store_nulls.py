@@ -110,7 +110,7 @@ def read_everything(root: Path, db: Path) -> list[str]:
     from lab.serve import create_context
     from lab.ui.compare.tab import step_outputs
     from lab.ui.results.tab import SORTS, count_html, draw_plot, leaderboard_frame, plot_registry
-    from lab.ui.triage.tab import slice_page
+    from lab.ui.triage.handlers import slice_page
     from lab.triage.slices import ORDER_COLUMNS
 
     settings = _settings(root, db)

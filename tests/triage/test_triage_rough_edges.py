@@ -37,7 +37,7 @@ def test_regex_caret_is_anchored_per_command(triage_store):  # noqa: F811
 
 
 def test_improved_view_empty_says_why(triage_store):  # noqa: F811
-    from lab.ui.triage.tab import diff_message
+    from lab.ui.triage.handlers import diff_message
 
     ref, bad = run_id(triage_store, "reference"), run_id(triage_store, "perturbed")
     df = disagreement(triage_store, ref, bad, "improved")  # the perturbed run never beats the reference
