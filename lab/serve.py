@@ -3,14 +3,13 @@ runs and the public policy applied, the console's start-up lines, and the checks
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Sequence
 
 from lab.booleans import parse_bool
 from lab.data import cached_replay_path
 from lab.errors import LabError
-from lab.settings import Settings
+from lab.settings import env, Settings
 from lab.visitors import SessionEngines
 from lab.workspace import LabContext
 
@@ -50,7 +49,7 @@ def exposure_problem(host: str, settings: Settings) -> str | None:
     sweeps and reads any path: served beyond this machine (`--host 0.0.0.0`, a container's default),
     anyone who reaches the port could. So that takes a choice: LAB_PUBLIC=1 (what a visitor may do:
     docs/security.md), or LAB_PUBLIC=0 to serve the owner's lab there anyway (a trusted network)."""
-    if settings.public or parse_bool(os.environ.get(PUBLIC_ENV, "")) is False:
+    if settings.public or parse_bool(env(PUBLIC_ENV, "")) is False:
         return None
     if not reaches_beyond_this_machine(host):
         return None
@@ -61,7 +60,7 @@ def exposure_problem(host: str, settings: Settings) -> str | None:
 
 def visitor_annotations_allowed() -> bool:
     """Whether the owner lets visitors add tags, notes and saved slices (LAB_PUBLIC_ANNOTATIONS=1)."""
-    return bool(parse_bool(os.environ.get(ANNOTATIONS_ENV, "") or "0"))
+    return bool(parse_bool(env(ANNOTATIONS_ENV, "") or "0"))
 
 
 def configured_replay(settings: Settings) -> str | None:

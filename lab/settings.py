@@ -87,10 +87,30 @@ def move_cache_entries(old: Path, new: Path) -> None:
         pass
 
 
-def _env_flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
+def env(name: str, default: str | None = None) -> str | None:
+    """The lab's environment variable `name` (a LAB_* setting), or `default` when it is unset. Every LAB_*
+    variable is read here (tests/house/test_settings_home.py); the rest of the lab asks these functions."""
+    return os.environ.get(name, default)
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The LAB_* switch `name` (1/0, true/false, yes/no, on/off), `default` when unset or not a switch."""
+    value = env(name)
     parsed = None if value is None else parse_bool(value)
     return default if parsed is None else parsed
+
+
+def env_number(name: str, default: float) -> float:
+    """The LAB_* variable `name` as a number, `default` when unset or not a number."""
+    try:
+        return float(env(name, default))
+    except ValueError:
+        return default
+
+
+def on_space() -> bool:
+    """Whether the lab runs on a Hugging Face Space (which sets SPACE_ID): public mode, the Space's proxies."""
+    return bool(os.environ.get("SPACE_ID"))
 
 
 @dataclass
@@ -118,7 +138,7 @@ class Settings:
     replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL") or DEFAULT_REPLAY_URL)
     replay_sha256: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SHA256") or None)
     replay_size: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SIZE") or None)
-    public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
+    public: bool = field(default_factory=lambda: on_space() or env_flag("LAB_PUBLIC"))
     allow_engine_loading: bool | None = None
     whatif_shared: bool | None = None
     ray_address: str | None = field(default_factory=lambda: os.environ.get("LAB_RAY_ADDRESS", "").strip() or None)
@@ -134,6 +154,6 @@ class Settings:
         self.db_path = Path(self.db_path)
         if self.allow_engine_loading is None:
             # Public deployments (HF Spaces) load no engines unless the owner sets LAB_ALLOW_ENGINES=1.
-            self.allow_engine_loading = _env_flag("LAB_ALLOW_ENGINES", default=not self.public)
+            self.allow_engine_loading = env_flag("LAB_ALLOW_ENGINES", default=not self.public)
         if self.whatif_shared is None:
-            self.whatif_shared = _env_flag("LAB_WHATIF_SHARED", default=not self.public)
+            self.whatif_shared = env_flag("LAB_WHATIF_SHARED", default=not self.public)

@@ -12,7 +12,6 @@ Code outside any request (start-up, background warming) acts as the owner.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
@@ -24,6 +23,7 @@ from typing import Collection, Iterator
 import yaml
 
 from lab.errors import LabError
+from lab.settings import env
 
 LIMITS_FILE = Path(__file__).with_name("public_limits.yaml")
 LIMIT_ENV = {"session_engines": "LAB_SESSION_MAX_ENGINES", "visitor_engines": "LAB_VISITOR_MAX_ENGINES",
@@ -41,7 +41,7 @@ def public_limit(key: str) -> float:
     """One limit of public_limits.yaml, or its environment override when that is a number >= 0."""
     default = float(_file_limits()[key])
     try:
-        value = max(0.0, float(os.environ.get(LIMIT_ENV[key], default)))
+        value = max(0.0, float(env(LIMIT_ENV[key], default)))
     except ValueError:
         return default
     if value != value or value == float("inf"):  # nan, inf: not a limit

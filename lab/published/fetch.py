@@ -15,6 +15,7 @@ from lab.errors import LabError
 from lab.published.cache import Cache
 from lab.published.catalogue import Entry, Run, load_catalogue, runs_of, series_names
 from lab.published.download import ATTEMPTS, FetchReport, ProgressFn, fetch_entries
+from lab.settings import env
 
 PUBLISHED_FOLDER = "published"  # under the results folder
 
@@ -178,7 +179,7 @@ def load_owner_set(store, settings, spec: str | None = None, progress: bool = Tr
     from lab.store.published_links import link_published
     from lab.store.unique_names import unique_display_names
 
-    spec = spec if spec is not None else os.environ.get("LAB_PUBLISHED", "")
+    spec = spec if spec is not None else env("LAB_PUBLISHED", "")
     if store is not None:
         unique_display_names(store)  # a store built before names were made unique
         if (Path(settings.results_dir) / PUBLISHED_FOLDER).is_dir():

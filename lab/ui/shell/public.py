@@ -8,13 +8,12 @@ unchanged.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
 import gradio as gr
 
-from lab.settings import Settings
+from lab.settings import env, Settings
 from lab.ui.shell.session import current_session
 from lab.visitors import public_limit
 from lab.workspace import LabContext
@@ -72,9 +71,9 @@ def start_idle_sweeper(ctx: LabContext) -> threading.Thread:
 def queue_options(settings: Settings) -> dict:
     """demo.queue() options: at most 8 events at once per handler; on a public deployment the
     queue is bounded too, so a flood of requests is refused instead of slowing everybody."""
-    options: dict = {"default_concurrency_limit": int(os.environ.get("LAB_CONCURRENCY", 8))}
+    options: dict = {"default_concurrency_limit": int(env("LAB_CONCURRENCY", 8))}
     if settings.public:
-        options["max_size"] = int(os.environ.get("LAB_QUEUE_MAX", 64))
+        options["max_size"] = int(env("LAB_QUEUE_MAX", 64))
     return options
 
 
@@ -83,8 +82,8 @@ def launch_limits(settings: Settings | None = None) -> dict:
     locally and nothing at all on a public deployment (a limit of -1 bytes refuses empty and
     1-byte files too). The lab has no upload component, so nothing legitimate is refused."""
     public = (settings or Settings()).public
-    limits: dict = {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
-    if public and not os.environ.get("LAB_MAX_UPLOAD"):
+    limits: dict = {"max_file_size": env("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
+    if public and not env("LAB_MAX_UPLOAD"):
         from starlette.middleware import Middleware
 
         limits["app_kwargs"] = {"middleware": [Middleware(RefuseUploads)]}  # empty files too
