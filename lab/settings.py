@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.booleans import parse_bool
+from lab.tb2lite import CORRECTED, LEGACY
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The public replay file at a pinned commit, never `main` (which may change under a stored result):
@@ -13,12 +14,12 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # which were evaluated on the corrected 303-step file; 612f5755 holds the legacy 386-step manifest and
 # the April 2026 runs scored on it (SPEC §1).
 REPLAY_COMMITS = {
-    "corrected": "e208c0181c86a002916e8ae4a08c820654c1a858",
-    "legacy": "612f57557b38fe621719258f21417fa88346982d",
+    CORRECTED: "e208c0181c86a002916e8ae4a08c820654c1a858",
+    LEGACY: "612f57557b38fe621719258f21417fa88346982d",
 }
 REPLAY_URL_TEMPLATE = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/{commit}/tb2_lite/data/replay_full.jsonl"
-DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["corrected"])
-LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["legacy"])
+DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS[CORRECTED])
+LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS[LEGACY])
 
 
 def read_limits(default: Path, env: str, what: str) -> dict:

@@ -9,6 +9,7 @@ from typing import Callable
 from lab.errors import LabError
 from lab.runs.claims import TakenFn
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED, REPLAY_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", help="replay .jsonl, a datasets source or a URL; default: $LAB_REPLAY, else the "
                                          "cached download")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs); files are NAME.reference.json")
-    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+    parser.add_argument("--mode", choices=list(REPLAY_MODES), default=CORRECTED,
                         help="corrected: the 303 published steps; all: every turn")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
     parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")

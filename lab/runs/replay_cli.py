@@ -13,6 +13,7 @@ from lab.engines.base import Sampling
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.errors import LabError
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED, REPLAY_MODES, SCORER_NAMES
 
 
 def _number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
@@ -39,9 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "transformers-serve:MODEL | openai:BASE_URL#MODEL | a preset name (repeatable); "
                              "vllm: and transformers-serve: start their server, run, and stop it")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
-    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+    parser.add_argument("--mode", choices=list(REPLAY_MODES), default=CORRECTED,
                         help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
-    parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected",
+    parser.add_argument("--scorer", choices=list(SCORER_NAMES), default=CORRECTED,
                         help="scoring rules: corrected (default) or legacy (the old numbers, e.g. empty vs empty = 1.0)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")

@@ -16,6 +16,7 @@ from lab.runs.names import finished_run_file, safe_run_name
 from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
+from lab.tb2lite import CORRECTED
 from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
@@ -75,7 +76,7 @@ def engine_problem(ctx: LabContext, entry: EngineEntry | None, what: str) -> str
                                                                               f"engine is {entry.state}")
     from lab.runs.legacy_guard import legacy_run_problem
 
-    problem = legacy_run_problem(entry.engine, ctx.replay.mode, "corrected")
+    problem = legacy_run_problem(entry.engine, ctx.replay.mode, CORRECTED)
     if problem is not None:  # Batch replays the loaded replay with the corrected scorer
         return f"{problem} (python -m lab replay)"
     if what == REFERENCE and not hasattr(entry.engine, "score_reference"):
