@@ -124,7 +124,7 @@ def fetch_and_import(store, runs: list[Run], cache_dir: str | Path, results_dir:
                      base: str | None = None, attempts: int = ATTEMPTS) -> PublishedReport:
     """Fetch the runs' files, place each run under `<results>/published/`, import it into `store`."""
     from lab.store.importer import import_file
-    from lab.store.published_links import link_published
+    from lab.published.links import link_published
 
     cache = Cache(cache_dir)
     entries = [f for r in runs for f in r.files]
@@ -176,7 +176,7 @@ def select_set(spec: str, catalogue: list[Entry] | None = None) -> list[Run]:
 def load_owner_set(store, settings, spec: str | None = None, progress: bool = True) -> PublishedReport | None:
     """At start-up: fetch (or take from the cache) and import the set named by `LAB_PUBLISHED`, and
     refresh the published links (also after a store rebuild). None when no set is configured."""
-    from lab.store.published_links import link_published
+    from lab.published.links import link_published
     from lab.store.unique_names import unique_display_names
 
     spec = spec if spec is not None else env("LAB_PUBLISHED", "")
