@@ -55,6 +55,22 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
     return Path(results_dir) / PUBLISHED_FOLDER / f"{run.key}.json"
 
 
+def published_path(ref: str, settings) -> str | None:
+    """The stored path of the published run `ref` names (None: it names no published run); LabError when it
+    names one that is not fetched yet. `python -m lab compare` finds a published run in the store by it."""
+    try:
+        runs = select_runs(names=[ref], catalogue=load_catalogue())
+    except LabError:
+        return None
+    if len(runs) != 1:
+        return None
+    run = runs[0]
+    if not run_file(settings.results_dir, run).is_file():
+        raise LabError(f"published run {run.key} is not fetched yet: fetch it with "
+                       f"`python -m lab data published fetch {run.key}` (needs internet), then compare again")
+    return f"{PUBLISHED_FOLDER}/{run.key}.json"
+
+
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
     from lab.resultfiles.files import scorer_for
