@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -77,15 +76,6 @@ def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dic
     return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
 
 
-def warn_preset_fit(spec: str, engine: object) -> None:
-    """One warning line when the SPEC's preset is made for another family than its checkpoint's."""
-    from lab.engines.preset_fit import fit_warning
-
-    warning = fit_warning(engine)
-    if warning:
-        print(f"warning: {spec}: {warning}", file=sys.stderr)
-
-
 def replay_settings(args: argparse.Namespace) -> Settings:
     """The lab's settings for a command given `--replay PATH`: that replay is the one the store reads its
     steps' screens from when this command imports its run (equiv_f1 resolves `cd` targets with them), as
@@ -132,7 +122,8 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     """Replay; a run written to the lab's own runs folder goes into the store through `import_run`, and its
     name is not one a run in the store was read from (`stored_names`; both passed in by `lab.cli`: the store
     is a layer above the runs)."""
-    from lab.engines import create_engine
+    from lab.runs.cli_engines import CliEngines
+    from lab.runs.legacy_guard import legacy_run_problem
     from lab.runs.replay import ReplayConfig, replay, run_file_name
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
@@ -144,35 +135,18 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     out_dir = Path(args.out) if args.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
     taken = stored_names(settings) if stored_names is not None and own_folder else None
-    failures = 0
     name = args.name if len(args.engine) == 1 else None
-    for spec in args.engine:
-        engine = create_engine(spec)
-        warn_preset_fit(spec, engine)
-        try:  # a refused run name says so before a model loads for minutes
-            check_run_name(out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite,
-                           explicit=bool(name), taken=taken)
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        t0 = time.perf_counter()
-        try:
-            engine.load()
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        from lab.runs.legacy_guard import legacy_run_problem
-
+    engines = CliEngines(args.engine, check=lambda engine: check_run_name(
+        out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite, explicit=bool(name),
+        taken=taken))
+    for spec, engine in engines:
         problem = legacy_run_problem(engine, args.mode, args.scorer)
         if problem is not None:
-            print(f"error: {spec}: {problem}", file=sys.stderr)
             engine.close()
-            failures += 1
+            engines.fail(spec, problem)
             continue
         if getattr(engine, "load_time_sec", None) is None:
-            engine.load_time_sec = time.perf_counter() - t0
+            engine.load_time_sec = engines.load_seconds
         config = ReplayConfig(
             out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
@@ -194,8 +168,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
         try:
             path = replay(engine, steps, config, progress=progress)
         except RunNameTaken as exc:  # taken since the check above (another process claimed it meanwhile)
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
+            engines.fail(spec, exc)
             continue
         finally:
             bar.close()
@@ -209,4 +182,4 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             print(samples_line(agg))
         if import_run is not None and own_folder:
             print(import_run(settings, path))
-    return 1 if failures else 0
+    return 1 if engines.failures else 0
