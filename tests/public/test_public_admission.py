@@ -166,3 +166,31 @@ def test_a_closed_session_unloads_only_its_own_engines(tmp_path):
         assert len(ctx.pool.names()) == 1  # bob's column is still loaded
     finally:
         ctx.pool.close_all()
+
+
+def test_the_app_tells_the_workspace_who_is_asking(tmp_path):
+    """The workspace sits below the UI and reads no Gradio request itself: the app passes it Gradio's readers
+    when it builds the UI, so each visitor's engines are that visitor's (outside a request: the owner)."""
+    import gradio as gr
+    from gradio.context import LocalContext
+
+    from lab.ui.app import build_app
+    from lab.ui.shell.session import current_client, current_session
+
+    ctx = make_ctx(tmp_path, public=True, allow=False)
+    try:
+        token = LocalContext.request.set(gr.Request(session_hash="alice"))
+        try:
+            assert ctx.current_session() is None  # not wired yet: it cannot tell
+        finally:
+            LocalContext.request.reset(token)
+        build_app(ctx)
+        assert (ctx.current_session, ctx.current_client) == (current_session, current_client)
+        token = LocalContext.request.set(gr.Request(session_hash="alice"))
+        try:
+            assert ctx.current_session() == "alice"
+        finally:
+            LocalContext.request.reset(token)
+        assert ctx.current_session() is None
+    finally:
+        ctx.pool.close_all()
