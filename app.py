@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from lab.sweep.leftovers import remove_orphans
 
     remove_orphans()  # folders of sweep actors killed outright on this machine (their driver killed)
-    from lab.ui.app import (build_app, create_context, launch_options, launch_problem, opening_message,
-                            startup_report)
-    from lab.ui.shell.public import exposure_problem, queue_options
+    from lab.serve import create_context, exposure_problem, launch_problem, opening_message, startup_report
+    from lab.ui.app import build_app, launch_options
+    from lab.ui.shell.public import queue_options
 
     overrides = {}
     if args.results:

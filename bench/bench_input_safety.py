@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import Record  # noqa: E402
 from bench.synthetic import make_results  # noqa: E402
-from lab.resultfiles.resultfile import parse_result_bytes  # noqa: E402
+from lab.resultfiles.files import parse_result_bytes  # noqa: E402
 from lab.scoring.parse import fenced_json, parse_action  # noqa: E402
 
 HARNESS_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)

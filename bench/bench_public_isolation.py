@@ -47,7 +47,8 @@ def main() -> int:
     record.setting(greedy=args.greedy, replay=Path(args.replay).name)
     from gradio_client import Client
 
-    from lab.ui.app import build_app, create_context, launch_options
+    from lab.serve import create_context
+    from lab.ui.app import build_app, launch_options
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

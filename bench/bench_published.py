@@ -256,8 +256,8 @@ def main() -> int:
                       1000 * statistics.median(times), "ms", note="median of 10")
         store.close()
 
-        from lab.ui.app import create_context
-        from lab.ui.compare.compare_tab import step_outputs, warm_instant_engines
+        from lab.serve import create_context
+        from lab.ui.compare.tab import step_outputs, warm_instant_engines
 
         ctx = create_context(settings, [])
         chosen = ids[: args.columns]

@@ -9,7 +9,7 @@ from tests.ui.test_ui_handlers import write_stored_run
 
 def stored_lab(root: Path, replay: str, n: int = 4, prefix: str = "stored"):
     """Write `n` stored runs of the replay under `root` and open a lab (loaded) with them as engines."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     runs = root / "results" / "runs"
     specs = []

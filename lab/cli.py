@@ -49,10 +49,18 @@ def _stored_names(settings: Settings) -> Callable[[Path], str | None] | None:
     return store_run_names(settings)
 
 
+def _published_path(ref: str, settings: Settings) -> str | None:
+    """The stored path of the published run `ref` names (the store finds runs by it; published sits above it)."""
+    from lab.published.fetch import published_path
+
+    return published_path(ref, settings)
+
+
 # what a command of a lower layer gets passed in from this layer: command -> keyword -> function
 PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "replay": {"import_run": _import_run, "stored_names": _stored_names},
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
+    "compare": {"published_path": _published_path},
 }
 
 

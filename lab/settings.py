@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.booleans import parse_bool
+from lab.tb2lite import CORRECTED, LEGACY
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The public replay file at a pinned commit, never `main` (which may change under a stored result):
@@ -13,12 +14,12 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # which were evaluated on the corrected 303-step file; 612f5755 holds the legacy 386-step manifest and
 # the April 2026 runs scored on it (SPEC §1).
 REPLAY_COMMITS = {
-    "corrected": "e208c0181c86a002916e8ae4a08c820654c1a858",
-    "legacy": "612f57557b38fe621719258f21417fa88346982d",
+    CORRECTED: "e208c0181c86a002916e8ae4a08c820654c1a858",
+    LEGACY: "612f57557b38fe621719258f21417fa88346982d",
 }
 REPLAY_URL_TEMPLATE = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal/{commit}/tb2_lite/data/replay_full.jsonl"
-DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["corrected"])
-LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS["legacy"])
+DEFAULT_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS[CORRECTED])
+LEGACY_REPLAY_URL = REPLAY_URL_TEMPLATE.format(commit=REPLAY_COMMITS[LEGACY])
 
 
 def read_limits(default: Path, env: str, what: str) -> dict:
@@ -87,10 +88,30 @@ def move_cache_entries(old: Path, new: Path) -> None:
         pass
 
 
-def _env_flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
+def env(name: str, default: str | None = None) -> str | None:
+    """The lab's environment variable `name` (a LAB_* setting), or `default` when it is unset. Every LAB_*
+    variable is read here (tests/house/test_settings_home.py); the rest of the lab asks these functions."""
+    return os.environ.get(name, default)
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The LAB_* switch `name` (1/0, true/false, yes/no, on/off), `default` when unset or not a switch."""
+    value = env(name)
     parsed = None if value is None else parse_bool(value)
     return default if parsed is None else parsed
+
+
+def env_number(name: str, default: float) -> float:
+    """The LAB_* variable `name` as a number, `default` when unset or not a number."""
+    try:
+        return float(env(name, default))
+    except ValueError:
+        return default
+
+
+def on_space() -> bool:
+    """Whether the lab runs on a Hugging Face Space (which sets SPACE_ID): public mode, the Space's proxies."""
+    return bool(os.environ.get("SPACE_ID"))
 
 
 @dataclass
@@ -118,7 +139,7 @@ class Settings:
     replay_url: str = field(default_factory=lambda: os.environ.get("LAB_REPLAY_URL") or DEFAULT_REPLAY_URL)
     replay_sha256: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SHA256") or None)
     replay_size: str | None = field(default_factory=lambda: os.environ.get("LAB_REPLAY_SIZE") or None)
-    public: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID")) or _env_flag("LAB_PUBLIC"))
+    public: bool = field(default_factory=lambda: on_space() or env_flag("LAB_PUBLIC"))
     allow_engine_loading: bool | None = None
     whatif_shared: bool | None = None
     ray_address: str | None = field(default_factory=lambda: os.environ.get("LAB_RAY_ADDRESS", "").strip() or None)
@@ -134,6 +155,6 @@ class Settings:
         self.db_path = Path(self.db_path)
         if self.allow_engine_loading is None:
             # Public deployments (HF Spaces) load no engines unless the owner sets LAB_ALLOW_ENGINES=1.
-            self.allow_engine_loading = _env_flag("LAB_ALLOW_ENGINES", default=not self.public)
+            self.allow_engine_loading = env_flag("LAB_ALLOW_ENGINES", default=not self.public)
         if self.whatif_shared is None:
-            self.whatif_shared = _env_flag("LAB_WHATIF_SHARED", default=not self.public)
+            self.whatif_shared = env_flag("LAB_WHATIF_SHARED", default=not self.public)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from tests.ui.test_ui_handlers import write_stored_run
 

@@ -5,6 +5,7 @@ import argparse
 import json
 
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED, REPLAY_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse._SubParsersAction
     dl.add_argument("--quiet", action="store_true", help="no progress bar")
     info = sub.add_parser("info", help="summarize a replay source: tasks, steps, buckets, source groups")
     info.add_argument("--replay", default=None, help="replay source (default: $LAB_REPLAY, else the cached download)")
-    info.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+    info.add_argument("--mode", choices=list(REPLAY_MODES), default=CORRECTED,
                       help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
     info.add_argument("--lenient", action="store_true", help="report malformed lines instead of stopping")
     return sub

@@ -6,14 +6,13 @@ turns with invalid or empty references are kept), once per file version.
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from lab.data.replay import ReplaySet, load_replay
 from lab.data.sources import cached_replay_path
 from lab.errors import LabError
-from lab.settings import LEGACY_REPLAY_URL
+from lab.settings import LEGACY_REPLAY_URL, env
 
 LEGACY_ENV = "LAB_LEGACY_REPLAY"
 GET_IT = "python -m lab data download --legacy"
@@ -23,7 +22,7 @@ _LOCK = threading.Lock()
 
 def legacy_replay_path(settings=None) -> Path | None:
     """The legacy replay file to use, or None when there is none ($LAB_LEGACY_REPLAY, else the cached download)."""
-    explicit = os.environ.get(LEGACY_ENV)
+    explicit = env(LEGACY_ENV)
     if explicit:
         return Path(explicit).expanduser()  # a missing file is an error when loading, never silently skipped
     cache_dir = getattr(settings, "cache_dir", None)

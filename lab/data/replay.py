@@ -19,9 +19,10 @@ from lab.data.history import (
 from lab.data.records import RawRecord, check_step_record, iter_jsonl, record_format
 from lab.data.step import MAX_STEP_IDX, Step, bucket_of
 from lab.errors import LabError, ReplayFormatError
+from lab.tb2lite import CORRECTED, REPLAY_MODES
 
 ReplayMode = Literal["corrected", "all"]
-MODES: tuple[str, ...] = ("corrected", "all")
+MODES: tuple[str, ...] = REPLAY_MODES
 
 
 @dataclass
@@ -30,7 +31,7 @@ class ReplaySet:
 
     steps: list[Step]
     path: str
-    mode: str = "corrected"
+    mode: str = CORRECTED
     problems: list[ReplayFormatError] = field(default_factory=list)
     formats: dict[str, int] = field(default_factory=dict)
     fingerprint: str = ""  # sha256 of the source's bytes (or of its rows as JSON): what a checkpoint pins
@@ -166,7 +167,7 @@ def _keep(step: Step, mode: str) -> bool:
     return ref_is_scored(step.ref_raw)
 
 
-def load_replay(source: str | Path | Iterable[dict] | None, mode: ReplayMode = "corrected", lenient: bool = False,
+def load_replay(source: str | Path | Iterable[dict] | None, mode: ReplayMode = CORRECTED, lenient: bool = False,
                 settings=None) -> ReplaySet:
     """Load replay steps from a `.jsonl` path, rows (dicts), or any source `resolve_replay_source` knows
     (None: `settings.replay_path`, else the cached download).

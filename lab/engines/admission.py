@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import os
 import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +22,7 @@ from lab.engines.client.endpoints import api_root
 from lab.engines.common import EngineConfig
 from lab.engines.loading import is_hub_id
 from lab.errors import EngineSpecError
+from lab.settings import env
 
 DATA_KINDS = ("reference", "stored")
 ENGINE_HOSTS_ENV = "LAB_ENGINE_HOSTS"
@@ -31,7 +31,7 @@ VISITOR_OPTIONS_FILE = Path(__file__).with_name("visitor_options.yaml")
 
 def allowed_hosts_from_env() -> frozenset[str]:
     """Hosts (names or addresses, comma-separated, case-insensitive) the owner allows in LAB_ENGINE_HOSTS."""
-    raw = os.environ.get(ENGINE_HOSTS_ENV, "")
+    raw = env(ENGINE_HOSTS_ENV, "")
     return frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
 
 

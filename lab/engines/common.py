@@ -13,6 +13,7 @@ from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
 from lab.engines.progress import LiveProgress
 from lab.engines.spec import as_number, short_name
 from lab.errors import EngineSpecError
+from lab.tb2lite import DEFAULT_CONTRACT
 
 # Options any engine accepts (in the SPEC after '?', or as create_engine(**overrides)).
 COMMON_OPTIONS = {
@@ -100,7 +101,7 @@ class EngineBase(ABC):
         self.model_id = model_id
         self.name_given = bool(options.get("name"))  # `name=` in the SPEC: the user's own, used as is
         self.name = str(options.pop("name", "") or name)
-        self.contract = str(options.pop("contract", "") or (preset.contract if preset else "tb2lite-json"))
+        self.contract = str(options.pop("contract", "") or (preset.contract if preset else DEFAULT_CONTRACT))
         self.prompt_options = dict(preset.prompt_options if preset else DEFAULT_PROMPT_OPTIONS)
         for key in DEFAULT_PROMPT_OPTIONS:
             if key in options:

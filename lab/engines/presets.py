@@ -9,6 +9,7 @@ import yaml
 
 from lab.engines.base import Sampling
 from lab.errors import EngineSpecError
+from lab.tb2lite import DEFAULT_CONTRACT
 
 PRESETS_PATH = Path(__file__).resolve().parents[2] / "assets" / "models.yaml"
 
@@ -43,7 +44,7 @@ class Preset:
     hf_id: str
     kind: str = "vllm"
     lora: str | None = None
-    contract: str = "tb2lite-json"
+    contract: str = DEFAULT_CONTRACT
     prompt_options: dict = field(default_factory=lambda: dict(DEFAULT_PROMPT_OPTIONS))
     sampling: Sampling = field(default_factory=Sampling)
     engine: dict = field(default_factory=dict)
@@ -124,7 +125,7 @@ def preset_from_dict(key: str, raw: dict, path: Path) -> Preset:
         hf_id=hf_id.strip(),
         kind=kind,
         lora=raw.get("lora") or None,
-        contract=str(raw.get("contract") or "tb2lite-json"),
+        contract=str(raw.get("contract") or DEFAULT_CONTRACT),
         prompt_options={**DEFAULT_PROMPT_OPTIONS, **{k: str(v) for k, v in options.items()}},
         sampling=_sampling_from(raw.get("sampling") or {}, path, key),
         engine=dict(engine),

@@ -13,8 +13,9 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.common import EngineBase, EngineConfig, OnDone
 from lab.engines.spec import short_name
 from lab.errors import EngineLoadError, EngineSpecError, ResultFileError
-from lab.resultfiles.resultfile import read_result_file, scorer_for
+from lab.resultfiles.files import read_result_file, scorer_for
 from lab.resultfiles.units import coerce_units
+from lab.tb2lite import CORRECTED
 
 NOT_IN_RUN = "not in this run"
 
@@ -46,7 +47,7 @@ class StoredEngine(EngineBase):
         super().__init__(config, model_id=str(self.path), name=self.path.stem)
         self.result: dict = {}
         self.rows: dict[str, dict] = {}
-        self.scorer = "corrected"  # the stored run's own scorer once loaded (legacy runs: "legacy")
+        self.scorer = CORRECTED  # the stored run's own scorer once loaded (legacy runs: "legacy")
 
     def load(self) -> None:
         try:
@@ -60,7 +61,7 @@ class StoredEngine(EngineBase):
                     row["logprobs"] = cut_record(row["logprobs"])
                 rows[f"{row['task_id']}/{row['step_idx']}"] = row
         self.rows = rows
-        self.scorer = scorer_for(self.result) if rows else "corrected"
+        self.scorer = scorer_for(self.result) if rows else CORRECTED
         model = self.result.get("model_path") or self.result.get("model")
         if model:
             self.model_id = str(model)

@@ -11,8 +11,8 @@ from lab.data.history import HISTORY_ROLES, builder_parse_ref, builder_ref_ok
 from lab.data.step import Step
 from lab.prompts.templates import load_template_data
 from lab.scoring.action import ParsedAction
+from lab.tb2lite import DEFAULT_CONTRACT
 
-DEFAULT_CONTRACT = "tb2lite-json"
 Messages = list[dict]
 
 
@@ -177,7 +177,7 @@ def _contract(name: str, build: Callable[[Step], tuple[Messages, str]], parse: C
 
 
 CONTRACT_PARTS: dict[str, tuple[Callable[[Step], tuple[Messages, str]], Callable[[str], ParsedAction]]] = {
-    "tb2lite-json": (harness_messages, parse_json_action),
+    DEFAULT_CONTRACT: (harness_messages, parse_json_action),
     "legacy-flat": (legacy_flat_messages, parse_json_action),
     "bash-block": (card_messages, lambda text: parse_bash_block(text, "bash-block")),
     "bash-block-chat": (chat_bash_messages, lambda text: parse_bash_block(text, "bash-block-chat")),

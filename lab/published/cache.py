@@ -65,7 +65,7 @@ class Cache:
 
 def file_facts(content: bytes, data: dict) -> dict:
     """size, sha256, model, score, steps and scoring version of one downloaded result file."""
-    from lab.resultfiles.resultfile import scoring_version
+    from lab.resultfiles.files import scoring_version
 
     aggregate = data.get("aggregate") if isinstance(data.get("aggregate"), dict) else {}
     f1 = aggregate.get("avg_command_f1")
@@ -87,7 +87,7 @@ def verify_file(entry: Entry, content: bytes, expected_sha: str | None) -> dict:
     if expected_sha and sha != expected_sha:
         raise LabError(f"{entry.path}: sha256 {sha[:12]}… does not match the expected {expected_sha[:12]}…; "
                        "the download was discarded (check LAB_PUBLISHED_BASE_URL, then fetch again)")
-    from lab.resultfiles.resultfile import parse_result_bytes
+    from lab.resultfiles.files import parse_result_bytes
 
     try:
         data = json.loads(content.decode("utf-8"))

@@ -20,6 +20,7 @@ from lab.errors import LabError
 from lab.published.cache import CHECKS_VERSION, Cache, verify_file
 from lab.published.catalogue import Entry
 from lab.published.limits import fetch_limits
+from lab.settings import env
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
 MAX_IN_FLIGHT = 4
@@ -29,7 +30,7 @@ FileFn = Callable[[int, int, str], None]  # (files done, files to download, the 
 
 
 def base_url() -> str:
-    return (os.environ.get("LAB_PUBLISHED_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")  # "" (a build arg): unset
+    return (env("LAB_PUBLISHED_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")  # "" (a build arg): unset
 
 
 def url_of(entry: Entry, base: str | None = None) -> str:

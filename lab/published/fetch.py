@@ -15,6 +15,7 @@ from lab.errors import LabError
 from lab.published.cache import Cache
 from lab.published.catalogue import Entry, Run, load_catalogue, runs_of, series_names
 from lab.published.download import ATTEMPTS, FetchReport, ProgressFn, fetch_entries
+from lab.settings import env
 
 PUBLISHED_FOLDER = "published"  # under the results folder
 
@@ -54,9 +55,25 @@ def run_file(results_dir: str | Path, run: Run) -> Path:
     return Path(results_dir) / PUBLISHED_FOLDER / f"{run.key}.json"
 
 
+def published_path(ref: str, settings) -> str | None:
+    """The stored path of the published run `ref` names (None: it names no published run); LabError when it
+    names one that is not fetched yet. `python -m lab compare` finds a published run in the store by it."""
+    try:
+        runs = select_runs(names=[ref], catalogue=load_catalogue())
+    except LabError:
+        return None
+    if len(runs) != 1:
+        return None
+    run = runs[0]
+    if not run_file(settings.results_dir, run).is_file():
+        raise LabError(f"published run {run.key} is not fetched yet: fetch it with "
+                       f"`python -m lab data published fetch {run.key}` (needs internet), then compare again")
+    return f"{PUBLISHED_FOLDER}/{run.key}.json"
+
+
 def merged_pieces(pieces: list[dict]) -> dict:
     """Shards/parts of one run as one result dict: steps in piece order, the aggregate recomputed."""
-    from lab.resultfiles.resultfile import scorer_for
+    from lab.resultfiles.files import scorer_for
     from lab.scoring.aggregate import aggregate_scores
 
     seen, per_step = set(), []
@@ -123,7 +140,7 @@ def fetch_and_import(store, runs: list[Run], cache_dir: str | Path, results_dir:
                      base: str | None = None, attempts: int = ATTEMPTS) -> PublishedReport:
     """Fetch the runs' files, place each run under `<results>/published/`, import it into `store`."""
     from lab.store.importer import import_file
-    from lab.store.published_links import link_published
+    from lab.published.links import link_published
 
     cache = Cache(cache_dir)
     entries = [f for r in runs for f in r.files]
@@ -175,10 +192,10 @@ def select_set(spec: str, catalogue: list[Entry] | None = None) -> list[Run]:
 def load_owner_set(store, settings, spec: str | None = None, progress: bool = True) -> PublishedReport | None:
     """At start-up: fetch (or take from the cache) and import the set named by `LAB_PUBLISHED`, and
     refresh the published links (also after a store rebuild). None when no set is configured."""
-    from lab.store.published_links import link_published
+    from lab.published.links import link_published
     from lab.store.unique_names import unique_display_names
 
-    spec = spec if spec is not None else os.environ.get("LAB_PUBLISHED", "")
+    spec = spec if spec is not None else env("LAB_PUBLISHED", "")
     if store is not None:
         unique_display_names(store)  # a store built before names were made unique
         if (Path(settings.results_dir) / PUBLISHED_FOLDER).is_dir():

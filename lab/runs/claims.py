@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from contextlib import contextmanager
 
 from lab.errors import LabError
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 
 FOLDER_LOCK = ".lab-runs.lock"
 PARTIAL = ".partial.jsonl"

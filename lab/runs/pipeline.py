@@ -14,6 +14,7 @@ from lab.scoring.action import ParsedAction
 from lab.scoring.aggregate import task_complete_fields
 from lab.scoring.metrics import StepMetrics, score_batch
 from lab.scoring.parse import parse_action
+from lab.tb2lite import CORRECTED, DEFAULT_CONTRACT
 
 PREVIEW_CHARS = 1200
 TOKEN_IDS_PREVIEW = 64
@@ -51,7 +52,7 @@ def prompt_options_of(engine: Engine) -> PromptOptions:
 
 def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
     """Render a step's prompt exactly as `engine` will receive it (contract + chat template)."""
-    contract = get_contract(getattr(engine, "contract", None) or "tb2lite-json")
+    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
     messages, fallback_prompt = contract.build_messages(step)
     tokenizer = getattr(engine, "tokenizer", None)
     if contract.raw_prompt:
@@ -84,10 +85,10 @@ def parse_reference(step: Step) -> ParsedAction:
 
 
 def score_completion(
-    engine: Engine, step: Step, prompt: RenderedPrompt, completion: Completion, scorer: str = "corrected"
+    engine: Engine, step: Step, prompt: RenderedPrompt, completion: Completion, scorer: str = CORRECTED
 ) -> StepResult:
     """Parse and score one completion against the step's reference."""
-    contract = get_contract(getattr(engine, "contract", None) or "tb2lite-json")
+    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
     parsed = contract.parse(completion.text or "")
     if completion.command_units is not None:
         # Stored answers: previews are cut at 1,200 characters, so the stored units are the truth.
@@ -106,7 +107,7 @@ def per_step_row(
     parsed: ParsedAction,
     ref: ParsedAction,
     metrics: StepMetrics,
-    scorer: str = "corrected",
+    scorer: str = CORRECTED,
 ) -> dict:
     """The per_step entry in the published schema (SPEC §8), plus the lab's extras after it."""
     ref_tc = bool(ref.task_complete)
@@ -151,7 +152,7 @@ def run_steps(
     steps: list[Step],
     sampling: Sampling | None = None,
     on_result: Callable[[int, StepResult], None] | None = None,
-    scorer: str = "corrected",
+    scorer: str = CORRECTED,
     prompts: list[RenderedPrompt] | None = None,
 ) -> list[StepResult]:
     """Render, generate, parse and score `steps` on one engine; `on_result` fires per finished step."""

@@ -9,6 +9,7 @@ from typing import Callable
 from lab.errors import LabError
 from lab.runs.claims import TakenFn
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED, REPLAY_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", help="replay .jsonl, a datasets source or a URL; default: $LAB_REPLAY, else the "
                                          "cached download")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs); files are NAME.reference.json")
-    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+    parser.add_argument("--mode", choices=list(REPLAY_MODES), default=CORRECTED,
                         help="corrected: the 303 published steps; all: every turn")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
     parser.add_argument("--limit", type=_number(int, 0), default=None, help="only the first N steps")
@@ -37,11 +38,11 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     name is not one a run in the store was read from: `stored_names`, as for replay)."""
     from tqdm import tqdm
 
-    from lab.engines import create_engine
     from lab.runs.claims import check_run_name
+    from lab.runs.cli_engines import CliEngines
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
     from lab.runs.replay import run_file_name
-    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection, warn_preset_fit
+    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection
     from lab import jsontext
 
     settings = replay_settings(args)
@@ -50,18 +51,10 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()
     taken = stored_names(settings) if stored_names is not None and own_folder else None
     name = args.name if len(args.engine) == 1 else None
-    failures = 0
-    for spec in args.engine:
-        engine = create_engine(spec)
-        warn_preset_fit(spec, engine)
-        try:  # a refused run name says so before a model loads
-            check_run_name(out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume,
-                           overwrite=args.overwrite, explicit=bool(name), taken=taken)
-            engine.load()
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
+    engines = CliEngines(args.engine, check=lambda engine: check_run_name(
+        out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume, overwrite=args.overwrite,
+        explicit=bool(name), taken=taken))
+    for spec, engine in engines:
         config = ReferenceConfig(out_dir=out_dir, run_name=name, name_given=bool(name), overwrite=args.overwrite,
                                  taken=taken, notify=note, resume=args.resume, replay_fingerprint=replay_set.fingerprint,
                                  selection=step_selection(args.mode, args.tasks, args.limit),
@@ -75,8 +68,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
         try:
             path = score_reference_run(engine, steps, config, progress=progress)
         except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
+            engines.fail(spec, exc)
             continue
         finally:
             bar.close()
@@ -89,4 +81,4 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
               + f" -> {path}")
         if import_run is not None and own_folder:
             print(import_run(settings, path))
-    return 1 if failures else 0
+    return 1 if engines.failures else 0

@@ -31,6 +31,7 @@ from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import parse_reference, render_for_engine
 from lab.runs.replay import run_file_name, utc_timestamp
+from lab.tb2lite import DEFAULT_CONTRACT
 
 KIND = "tb2lite-reference-likelihood"
 FORMAT_VERSION = 1
@@ -155,7 +156,7 @@ def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, c
         "lora_path": info.lora,
         "model_short": ((claim.name if config.run_name else None) or model_path.rstrip("/").split("/")[-1]
                         or engine.kind),
-        "contract": getattr(engine, "contract", "tb2lite-json"),
+        "contract": getattr(engine, "contract", DEFAULT_CONTRACT),
         "eval_path": config.eval_path,
         "replay_sha256": config.replay_fingerprint,
         "timestamp": utc_timestamp(),

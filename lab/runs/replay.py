@@ -19,11 +19,12 @@ from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
-from lab.resultfiles.resultfile import CORRECTED, LEGACY
+from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
+from lab.tb2lite import CORRECTED, DEFAULT_CONTRACT
 
 # progress(done, total, live_aggregate_or_None): the aggregate comes with some calls only
 ProgressFn = Callable[[int, int, dict | None], None]
@@ -39,7 +40,7 @@ class ReplayConfig:
 
     out_dir: Path
     eval_path: str = ""
-    scorer: str = "corrected"
+    scorer: str = CORRECTED
     resume: bool = False
     chunk_size: int = 16
     allow_raw_fallback: bool = False
@@ -357,7 +358,7 @@ def _result(
         "per_step": per_step,
         "scoring_version": LEGACY if config.scorer == "legacy" else CORRECTED,
         "engine_spec": engine.spec,
-        "contract": getattr(engine, "contract", "tb2lite-json"),
+        "contract": getattr(engine, "contract", DEFAULT_CONTRACT),
         "lab_version": __version__,
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +12,7 @@ from lab.engines.base import Sampling
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.errors import LabError
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED, REPLAY_MODES, SCORER_NAMES
 
 
 def _number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "transformers-serve:MODEL | openai:BASE_URL#MODEL | a preset name (repeatable); "
                              "vllm: and transformers-serve: start their server, run, and stop it")
     parser.add_argument("--out", default=None, help="output folder (default: results/runs)")
-    parser.add_argument("--mode", choices=["corrected", "all"], default="corrected",
+    parser.add_argument("--mode", choices=list(REPLAY_MODES), default=CORRECTED,
                         help="corrected: the 303-step rule (drop invalid/empty refs); all: every turn")
-    parser.add_argument("--scorer", choices=["corrected", "legacy"], default="corrected",
+    parser.add_argument("--scorer", choices=list(SCORER_NAMES), default=CORRECTED,
                         help="scoring rules: corrected (default) or legacy (the old numbers, e.g. empty vs empty = 1.0)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its checkpoint")
     parser.add_argument("--tasks", nargs="*", default=None, help="only these task ids")
@@ -74,15 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dict:
     """How the steps of a run were chosen, as its checkpoint records it (resume must match)."""
     return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
-
-
-def warn_preset_fit(spec: str, engine: object) -> None:
-    """One warning line when the SPEC's preset is made for another family than its checkpoint's."""
-    from lab.engines.preset_fit import fit_warning
-
-    warning = fit_warning(engine)
-    if warning:
-        print(f"warning: {spec}: {warning}", file=sys.stderr)
 
 
 def replay_settings(args: argparse.Namespace) -> Settings:
@@ -131,7 +122,8 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     """Replay; a run written to the lab's own runs folder goes into the store through `import_run`, and its
     name is not one a run in the store was read from (`stored_names`; both passed in by `lab.cli`: the store
     is a layer above the runs)."""
-    from lab.engines import create_engine
+    from lab.runs.cli_engines import CliEngines
+    from lab.runs.legacy_guard import legacy_run_problem
     from lab.runs.replay import ReplayConfig, replay, run_file_name
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
@@ -143,35 +135,18 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     out_dir = Path(args.out) if args.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
     taken = stored_names(settings) if stored_names is not None and own_folder else None
-    failures = 0
     name = args.name if len(args.engine) == 1 else None
-    for spec in args.engine:
-        engine = create_engine(spec)
-        warn_preset_fit(spec, engine)
-        try:  # a refused run name says so before a model loads for minutes
-            check_run_name(out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite,
-                           explicit=bool(name), taken=taken)
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        t0 = time.perf_counter()
-        try:
-            engine.load()
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        from lab.runs.legacy_guard import legacy_run_problem
-
+    engines = CliEngines(args.engine, check=lambda engine: check_run_name(
+        out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite, explicit=bool(name),
+        taken=taken))
+    for spec, engine in engines:
         problem = legacy_run_problem(engine, args.mode, args.scorer)
         if problem is not None:
-            print(f"error: {spec}: {problem}", file=sys.stderr)
             engine.close()
-            failures += 1
+            engines.fail(spec, problem)
             continue
         if getattr(engine, "load_time_sec", None) is None:
-            engine.load_time_sec = time.perf_counter() - t0
+            engine.load_time_sec = engines.load_seconds
         config = ReplayConfig(
             out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
             chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
@@ -193,13 +168,12 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
         try:
             path = replay(engine, steps, config, progress=progress)
         except RunNameTaken as exc:  # taken since the check above (another process claimed it meanwhile)
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
+            engines.fail(spec, exc)
             continue
         finally:
             bar.close()
             engine.close()
-        from lab.resultfiles.resultfile import read_result_file
+        from lab.resultfiles.files import read_result_file
 
         agg = read_result_file(path)["aggregate"]
         print(f"{spec}: {agg['steps']} steps, score {100 * agg['avg_command_f1']:.2f} "
@@ -208,4 +182,4 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             print(samples_line(agg))
         if import_run is not None and own_folder:
             print(import_run(settings, path))
-    return 1 if failures else 0
+    return 1 if engines.failures else 0

@@ -14,11 +14,12 @@ from typing import Iterable
 
 from lab.errors import ResultFileError
 from lab.runs.sample_scores import rescore_samples
-from lab.resultfiles.resultfile import LEGACY, read_result_file, scoring_version, write_result_file
+from lab.resultfiles.files import LEGACY, read_result_file, scoring_version, write_result_file
 from lab.resultfiles.units import coerce_units
 from lab.scoring import SCORERS, aggregate_scores, score_batch, task_complete_fields
+from lab.tb2lite import CORRECTED
 
-DEFAULT_SCORER = "corrected"
+DEFAULT_SCORER = CORRECTED
 METRIC_KEYS = ("first_cmd_exact", "command_precision", "command_recall", "command_f1")
 
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scorer is None and scoring_version(result) == LEGACY:
         # Deliberate: the default stays `corrected` even for a legacy file, so a rescore never
         # silently applies different rules; the note says how to get the old numbers back.
-        print(f"note: {args.input} looks like a legacy 386-step file; scoring with 'corrected' "
+        print(f"note: {args.input} looks like a legacy 386-step file; scoring with '{CORRECTED}' "
               "(use --scorer legacy for the old rules)", file=sys.stderr)
     rescored = rescore_result(result, scorer)
     write_result_file(args.output, rescored)

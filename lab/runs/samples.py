@@ -19,6 +19,7 @@ from lab.prompts.render import RenderedPrompt
 from lab.runs.pipeline import StepResult, run_steps
 from lab.settings import PROJECT_ROOT
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
+from lab.tb2lite import CORRECTED
 
 DEFAULT_SEED = 0
 DEFAULTS_PATH = PROJECT_ROOT / "assets" / "stability.yaml"
@@ -102,7 +103,7 @@ def run_sampled_steps(
     steps: list[Step],
     sampling: Sampling,
     on_result: Callable[[int, StepResult], None] | None = None,
-    scorer: str = "corrected",
+    scorer: str = CORRECTED,
     prompts: list[RenderedPrompt] | None = None,
     *,
     n: int,

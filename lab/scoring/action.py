@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from lab.tb2lite import DEFAULT_CONTRACT
+
 
 @dataclass
 class ParsedAction:
@@ -23,7 +25,7 @@ class ParsedAction:
     commands: list = field(default_factory=list)
     failure: str | None = None
     units_from_fallback: bool = False
-    contract: str = "tb2lite-json"
+    contract: str = DEFAULT_CONTRACT
 
     def to_dict(self) -> dict:
         return asdict(self)

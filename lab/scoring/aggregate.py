@@ -5,9 +5,10 @@ from collections import defaultdict
 from typing import Iterable
 
 from lab.scoring.metrics import scorer_rules
+from lab.tb2lite import CORRECTED
 
 
-def task_complete_fields(pred_tc: bool | None, ref_tc: object, scorer: str = "corrected") -> dict:
+def task_complete_fields(pred_tc: bool | None, ref_tc: object, scorer: str = CORRECTED) -> dict:
     """Per-step task-complete fields: pred as parsed (bool or None), ref as bool, and the AND.
 
     Corrected: pred_task_complete_true = pred truthy AND ref truthy.
@@ -51,7 +52,7 @@ def _empty_aggregate() -> dict:
     }
 
 
-def aggregate_scores(per_step_rows: Iterable[dict], scorer: str = "corrected") -> dict:
+def aggregate_scores(per_step_rows: Iterable[dict], scorer: str = CORRECTED) -> dict:
     """SPEC §7 aggregate of per_step rows (the result schema's field names).
 
     Means are taken over the already-rounded per-step values, in row order. For n = 0 the

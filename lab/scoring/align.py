@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from lab.scoring.metrics import StepMetrics, f1_matrix, score_batch
+from lab.tb2lite import CORRECTED
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _best_along(matrix: np.ndarray, axis: int) -> list[tuple[int | None, float]]
     return [(i if f > 0 else None, f) for i, f in zip(idx, best)]
 
 
-def align_units(pred_units: Sequence[str], ref_units: Sequence[str], scorer: str = "corrected") -> Alignment:
+def align_units(pred_units: Sequence[str], ref_units: Sequence[str], scorer: str = CORRECTED) -> Alignment:
     """Best counterpart of every ref unit and every pred unit, with the step's metrics."""
     pred_units, ref_units = list(pred_units), list(ref_units)
     matrix = f1_matrix(pred_units, ref_units)

@@ -21,6 +21,7 @@ except ImportError:  # optional: without it the numbers are the same, only slowe
     ThreadpoolController = None
 
 from lab.scoring.tokens import normalize_unit, token_counts, unit_f1
+from lab.tb2lite import CORRECTED, LEGACY
 
 ROUND_DIGITS = 4
 
@@ -54,8 +55,8 @@ class ScorerRules:
 
 
 SCORERS: dict[str, ScorerRules] = {
-    "corrected": ScorerRules("corrected", StepMetrics(0.0, 0.0, 0.0, 0.0), complete_true_needs_ref=True),
-    "legacy": ScorerRules("legacy", StepMetrics(1.0, 1.0, 1.0, 1.0), complete_true_needs_ref=False),
+    CORRECTED: ScorerRules(CORRECTED, StepMetrics(0.0, 0.0, 0.0, 0.0), complete_true_needs_ref=True),
+    LEGACY: ScorerRules(LEGACY, StepMetrics(1.0, 1.0, 1.0, 1.0), complete_true_needs_ref=False),
 }
 
 
@@ -78,7 +79,7 @@ def finish_metrics(first_exact: bool, precision: float, recall: float) -> StepMe
     )
 
 
-def score_units(pred_units: Sequence[str], ref_units: Sequence[str], scorer: str = "corrected") -> StepMetrics:
+def score_units(pred_units: Sequence[str], ref_units: Sequence[str], scorer: str = CORRECTED) -> StepMetrics:
     """Score one step: max-based soft matching of normalized units by token F1 (SPEC §6)."""
     rules = scorer_rules(scorer)
     pred = [normalize_unit(u) for u in pred_units]
@@ -232,7 +233,7 @@ def _single_threaded_blas():
 
 
 def score_batch(
-    pairs: Iterable[tuple[Sequence[str], Sequence[str]]], scorer: str = "corrected"
+    pairs: Iterable[tuple[Sequence[str], Sequence[str]]], scorer: str = CORRECTED
 ) -> list[StepMetrics]:
     """Score many (pred_units, ref_units) steps; equal, number for number, to `score_units`.
 

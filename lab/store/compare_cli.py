@@ -14,11 +14,13 @@ import math
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Callable
 
 from lab.errors import LabError
 from lab.settings import Settings
 
 EXIT_WORSE = 1
+PublishedPath = Callable[[str, Settings], str | None]  # ref, settings -> a published run's stored path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,26 +74,8 @@ def _load_file(ref: str, stack: ExitStack, opened: dict):
     return load_run(store, run_id)
 
 
-def _published_path(ref: str, settings: Settings) -> str | None:
-    """The stored path of a published run named by `ref` (None: not a published run). LabError when it is
-    one that is not fetched yet."""
-    from lab.published.catalogue import load_catalogue
-    from lab.published.fetch import PUBLISHED_FOLDER, run_file, select_runs
-
-    try:
-        runs = select_runs(names=[ref], catalogue=load_catalogue())
-    except LabError:
-        return None
-    if len(runs) != 1:
-        return None
-    run = runs[0]
-    if not run_file(settings.results_dir, run).is_file():
-        raise LabError(f"published run {run.key} is not fetched yet: fetch it with "
-                       f"`python -m lab data published fetch {run.key}` (needs internet), then compare again")
-    return f"{PUBLISHED_FOLDER}/{run.key}.json"
-
-
-def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict):
+def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict,
+                 published_path: PublishedPath | None):
     from lab.store.equiv_fill import fill_run
     from lab.store.paired import load_run
     from lab.store.run_lookup import find_run
@@ -101,7 +85,8 @@ def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict):
 
         opened["store"] = stack.enter_context(open_store(settings, fill_left_pending=False))
     store = opened["store"]
-    run_id = find_run(store, ref, published_path=lambda: _published_path(ref, settings))
+    lookup = (lambda: published_path(ref, settings)) if published_path is not None else None
+    run_id = find_run(store, ref, published_path=lookup)
     fill_run(store, run_id)  # a run whose equiv columns wait: filled now (a no-op when they are filled)
     return load_run(store, run_id)
 
@@ -111,7 +96,9 @@ def _gate_check(max_drop: float) -> None:
         raise LabError(f"--max-drop {max_drop}: give a number of points ≥ 0")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -> int:
+    """Compare the two runs and gate; `published_path(ref, settings)` finds a published run's stored path
+    (lab.published.fetch.published_path, passed in by lab.cli: the store imports nothing of published)."""
     from lab.store.paired import compare_loaded, load_metrics, resample_setting
 
     _gate_check(args.max_drop)
@@ -126,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             if Path(ref).is_file():
                 runs.append(_load_file(ref, stack, opened))
             else:
-                runs.append(_load_stored(ref, settings, stack, opened))
+                runs.append(_load_stored(ref, settings, stack, opened, published_path))
         comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
     gated = comparison.get(args.metric)
     spec = load_metrics()[args.metric]

@@ -14,7 +14,6 @@ its WAL. A write by any process changes the generation, so a cached answer is ne
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 import time
 import weakref
@@ -26,6 +25,7 @@ from typing import Any, Callable, Hashable, Iterator
 import duckdb
 
 from lab.errors import LabError
+from lab.settings import env_number
 
 DEFAULT_LINGER_SEC = 10.0
 _POLL_SEC = 0.05
@@ -45,13 +45,6 @@ def _close_all() -> None:
             pass
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def is_lock_conflict(exc: BaseException) -> bool:
     """Whether `exc` says another process holds the database file."""
     text = str(exc).lower()
@@ -63,8 +56,8 @@ class Connector:
 
     def __init__(self, path: str | Path, *, linger: float | None = None, timeout: float | None = None) -> None:
         self.path = Path(path)
-        self.linger = _env_float("LAB_DB_LINGER", DEFAULT_LINGER_SEC) if linger is None else linger
-        self.timeout = _env_float("LAB_DB_TIMEOUT", DEFAULT_TIMEOUT_SEC) if timeout is None else timeout
+        self.linger = env_number("LAB_DB_LINGER", DEFAULT_LINGER_SEC) if linger is None else linger
+        self.timeout = env_number("LAB_DB_TIMEOUT", DEFAULT_TIMEOUT_SEC) if timeout is None else timeout
         self._con: duckdb.DuckDBPyConnection | None = None
         self._users = 0
         self._last_use = 0.0

@@ -22,6 +22,7 @@ from lab.errors import LabError
 from lab.scoring.equiv import NEEDS_REPLAY as NEEDS_REPLAY_TEXT
 from lab.store.db import Store
 from lab.store.equiv_columns import EQUIV_STEP_SCHEMA, run_equiv_fields, with_equiv_columns
+from lab.tb2lite import CORRECTED, LEGACY
 
 PENDING, DONE, SKIPPED, NEEDS_REPLAY, FAILED = "pending", "done", "skipped", "needs_replay", "failed"
 FILLED = (DONE, SKIPPED, NEEDS_REPLAY)  # states whose columns were computed with some replay's contexts
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def _scorer(scoring_version: str | None) -> str:
-    return "legacy" if scoring_version == "legacy_386" else "corrected"
+    return LEGACY if scoring_version == "legacy_386" else CORRECTED
 
 
 def _state(cur: Any, run_id: str) -> str | None:

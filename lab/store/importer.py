@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab.errors import LabError, ResultFileError
-from lab.resultfiles.resultfile import iter_result_files, parse_result_bytes, scorer_for
+from lab.resultfiles.files import iter_result_files, parse_result_bytes, scorer_for
 from lab.store.db import Store, quote_ident
 from lab.store.equiv_fill import PENDING, after_import, fills_after
 from lab.store.leaderboards import LEADERBOARD_FILES, read_leaderboard_csv

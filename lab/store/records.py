@@ -10,7 +10,7 @@ import pyarrow as pa
 from lab.data.step import bucket_of
 from lab.engines.logprobs import TokenLogprobs
 from lab.errors import ResultFileError
-from lab.resultfiles.resultfile import scoring_version
+from lab.resultfiles.files import scoring_version
 from lab.resultfiles.units import coerce_units
 from lab.store.names import (
     checkpoint_step_of,

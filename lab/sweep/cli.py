@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.settings import Settings
+from lab.settings import env, Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     run_name = args.name if len(specs) == 1 else None
     sweep = Sweep(specs, steps, args, str(replay_set.path), replay_set.fingerprint, out_dir, args.shards,
                   [run_name] * len(specs), args.what, len(replay_set.steps))
-    audit = os.environ.get("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
+    audit = env("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
     bars = TerminalBars()
 
     def connected(cluster) -> None:

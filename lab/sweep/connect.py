@@ -12,6 +12,7 @@ import threading
 from urllib.parse import urlsplit
 
 from lab.errors import LabError
+from lab.settings import env
 
 RAY_MISSING = "Ray is not installed in the lab's environment: pip install -r requirements-ray.txt"
 REACH_TIMEOUT_S = 3.0
@@ -30,7 +31,7 @@ def import_ray():
 
 def sweep_address(address: str | None) -> str:
     """The address to use: the one given, else $LAB_RAY_ADDRESS, else `local`."""
-    return (address or os.environ.get("LAB_RAY_ADDRESS") or "local").strip()
+    return (address or env("LAB_RAY_ADDRESS") or "local").strip()
 
 
 def head_endpoint(address: str) -> tuple[str, int] | None:

@@ -2,9 +2,9 @@
 (also for vLLM when the sweep runs vLLM's CPU backend: LAB_VLLM_DEVICE=cpu or `device=cpu`)."""
 from __future__ import annotations
 
-import os
 
 from lab.errors import LabError
+from lab.settings import env
 
 
 def needs(spec: str) -> dict:
@@ -13,7 +13,7 @@ def needs(spec: str) -> dict:
 
     engine = create_engine(spec)
     settings = getattr(engine, "settings", None) or {}
-    on_cpu = (os.environ.get("LAB_VLLM_DEVICE") or "").strip().lower() == "cpu"
+    on_cpu = (env("LAB_VLLM_DEVICE") or "").strip().lower() == "cpu"
     if engine.kind != "vllm" or on_cpu or str(settings.get("device", "")).lower() == "cpu":
         return {"num_cpus": 1, "num_gpus": 0}
     gpus = int(settings.get("tensor_parallel_size") or 1) * int(settings.get("pipeline_parallel_size") or 1)

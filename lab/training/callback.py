@@ -18,6 +18,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from lab.engines.registry import create_engine
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED
 from lab.training.distributed import capped_budget, sharded_model, world_size
 from lab.training.evaluate import Outcome, RunPlan, evaluate_checkpoint, one_line
 from lab.training.inprocess import in_memory_engine
@@ -49,7 +50,7 @@ class TB2LiteCallback(TrainerCallback):
     """
 
     def __init__(self, replay: str | None = None, results: str | Path | None = None, *,
-                 tasks: list[str] | None = None, limit: int | None = None, mode: str = "corrected",
+                 tasks: list[str] | None = None, limit: int | None = None, mode: str = CORRECTED,
                  engine: str = "transformers", preset: str | None = None, reference: bool = False,
                  max_tokens: int | None = None, engine_options: dict[str, Any] | None = None, name: str | None = None,
                  every_steps: int | None = None, time_budget_s: float | None = None, base_model: str | None = None,

@@ -14,6 +14,7 @@ import yaml
 
 from lab.errors import LabError
 from lab.settings import Settings
+from lab.tb2lite import CORRECTED
 
 OPTIONS_PATH = Path(__file__).with_name("options.yaml")
 # SPEC option names an in-memory evaluation sets itself: the model is used where it sits, as it is
@@ -34,7 +35,7 @@ class EvalOptions:
     results: Path | None = None
     tasks: list[str] | None = None
     limit: int | None = None
-    mode: str = "corrected"
+    mode: str = CORRECTED
     engine: str = "transformers"
     preset: str | None = None
     reference: bool = False

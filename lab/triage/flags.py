@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from lab.scoring.metrics import score_units
+from lab.tb2lite import CORRECTED, LEGACY
 from lab.triage.db import ensure_triage_schema, query_dicts, query_rows, write_transaction
 from lab.triage.risk import RiskPatterns, assess_step, load_risk_patterns
 from lab.triage.taxonomy import classify_output
@@ -49,7 +50,7 @@ def flag_row(row: dict, patterns: RiskPatterns) -> dict:
     # Strict parsing keeps units only from valid JSON: fallback units are dropped, i.e. no unit.
     if failures.units_from_fallback:
         ref_units = list(row.get("ref_command_units") if row.get("ref_command_units") is not None else [])
-        scorer = "legacy" if version.startswith("legacy") else "corrected"
+        scorer = LEGACY if version.startswith("legacy") else CORRECTED
         strict_f1 = score_units([], ref_units, scorer).f1
     else:
         strict_f1 = row.get("command_f1")

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from pathlib import Path
 from typing import Sequence
 
 import gradio as gr
 
-from lab.data import cached_replay_path
 from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
-from lab.ui.compare.compare_tab import (
+from lab.ui.compare.tab import (
     SHORTCUTS_JS,
     CompareTab,
     build_compare_tab,
@@ -20,63 +18,14 @@ from lab.ui.compare.compare_tab import (
     step_outputs,
     warm_instant_engines,
 )
-from lab.ui.shell.context import EngineEntry, LabContext
-from lab.ui.shell.public import apply_public_policy, launch_limits, queue_options, watch_sessions
+from lab.ui.shell.public import launch_limits, watch_sessions
+from lab.ui.shell.session import serve_requests
+from lab.workspace import LabContext
 
-__all__ = ["LabContext", "EngineEntry", "build_app", "create_context", "launch_options", "OpenInCompare"]
+__all__ = ["build_app", "launch_options", "OpenInCompare"]
 
 CSS_PATH = PROJECT_ROOT / "assets" / "lab.css"
 log = logging.getLogger(__name__)
-
-
-def configured_replay(settings: Settings) -> str | None:
-    """The replay source to load: --replay / LAB_REPLAY, else the cached download if present."""
-    if settings.replay_path:
-        return settings.replay_path
-    cached = cached_replay_path(settings.replay_url, settings.cache_dir)
-    return str(cached) if cached.exists() else None
-
-
-def create_context(settings: Settings, engine_specs: Sequence[str] = (), open_db: bool = True) -> LabContext:
-    """Load what the lab needs; problems become messages in the UI, not exceptions."""
-    from lab.engines.admission import Admission
-    from lab.engines.pool import EnginePool
-
-    roots = [settings.results_dir, settings.runs_dir]
-    admission = Admission(public=settings.public, allow_models=bool(settings.allow_engine_loading),
-                          data_roots=[Path(r).expanduser().resolve() for r in roots])
-    ctx = LabContext(settings=settings, pool=EnginePool(allow_loading=bool(settings.allow_engine_loading),
-                                                        data_roots=roots, admission=admission))
-    source = configured_replay(settings)
-    if source:
-        ctx.load_replay(source)
-    try:
-        ctx.add_engines(list(engine_specs))  # together: vLLM engines split their GPU's budget
-    except LabError:
-        for spec in engine_specs:
-            try:
-                ctx.add_engine(spec)
-            except LabError as exc:
-                log.warning("engine %s: %s", spec, exc)
-                ctx.startup_warnings.append(f"engine '{spec}': {exc}")
-    if open_db:
-        ctx.open_store()
-        load_published(ctx)
-    apply_public_policy(ctx)
-    return ctx
-
-
-def load_published(ctx: LabContext) -> None:
-    """The owner's set of published runs (LAB_PUBLISHED) and their links; problems become warnings."""
-    from lab.published.fetch import load_owner_set
-
-    try:
-        report = load_owner_set(ctx.store, ctx.settings)
-    except LabError as exc:
-        ctx.startup_warnings.append(f"published runs (LAB_PUBLISHED): {exc}")
-        return
-    if report is not None:
-        ctx.startup_warnings.extend(f"published run {p}: {why}" for p, why in (*report.fetch.failed, *report.failed))
 
 
 class OpenInCompare:
@@ -137,12 +86,13 @@ def _mount_optional(module: str, builder: str, *args) -> bool:
 
 def build_app(ctx: LabContext) -> gr.Blocks:
     """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
-    from lab.ui.batch.batch_tab import build_batch_tab
-    from lab.ui.engines.engines_tab import build_engines_tab
-    from lab.ui.published.published_panel import build_published_panel
-    from lab.ui.results.results_tab import build_results_tab
+    from lab.ui.batch.tab import build_batch_tab
+    from lab.ui.engines.tab import build_engines_tab
+    from lab.ui.published.panel import build_published_panel
+    from lab.ui.results.tab import build_results_tab
     from lab.ui.shell.choices import short_choice_errors
 
+    serve_requests(ctx)
     short_choice_errors()  # a value that is no choice is refused in one short line, not echoed with every choice
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
@@ -152,7 +102,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             build_engines_tab(ctx, compare)
             build_batch_tab(ctx)
             build_results_tab(ctx, open_in_compare, build_published_panel)
-            _mount_optional("lab.ui.triage.triage_tab", "build_triage_tab", ctx, open_in_compare)
+            _mount_optional("lab.ui.triage.tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")
         if compare.replay_loaded is not None:
@@ -188,31 +138,6 @@ def _header(ctx: LabContext) -> str:
     )
 
 
-def opening_message(settings: Settings) -> str:
-    """What the console says before the (possibly slow, first-start) database build."""
-    if settings.db_path.exists():
-        return f"opening the results database {settings.db_path} …"
-    return (f"building the results database {settings.db_path} from {settings.results_dir} "
-            "(first start; later starts are quick) …")
-
-
-def startup_report(ctx: LabContext) -> list[str]:
-    """Console lines after start-up: what was loaded, and every problem as a warning."""
-    lines = []
-    if ctx.store is None:
-        lines.append(f"warning: results database not open: {ctx.store_error}")
-    else:
-        runs, steps = ctx.store.rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)")[0]
-        lines.append(f"results: {runs} runs with {steps} per-step rows, plus the published leaderboard")
-        if ctx.broken_results:
-            lines.append(f"warning: {len(ctx.broken_results)} result file(s) could not be imported (listed on the Results tab):")
-            lines.extend(f"warning:   {why if why.startswith(name) else f'{name}: {why}'}" for name, why in ctx.broken_results)
-    if ctx.replay_error:
-        lines.append(f"warning: {ctx.replay_error}")
-    lines.extend(f"warning: {w}" for w in ctx.startup_warnings)
-    return lines
-
-
 def launch_options() -> dict:
     """Gradio 6 takes theme, css and head at launch(). Gradio's run history is off: it copied every
     event's inputs and outputs (whole columns of HTML) into the browser's localStorage on each step
@@ -224,23 +149,6 @@ def launch_options() -> dict:
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
     return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **launch_limits(),
             **_no_self_check()}
-
-
-def launch_problem(host: str, port: int, exc: OSError) -> str:
-    """Why launch() could not serve on host:port, in one line. Gradio says "Cannot find empty port" for
-    every failed bind (a taken port, a host name that does not resolve, an address not this machine's):
-    binding here once gives the system's own reason."""
-    import socket
-
-    if "empty port" not in str(exc):
-        return str(exc.strerror or exc)
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.bind(address)
-    except OSError as why:
-        return f"{why.strerror or why}"
-    return "the port is in use"
 
 
 def _no_self_check() -> dict:

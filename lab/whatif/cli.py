@@ -66,8 +66,8 @@ def _list(keeper, args: argparse.Namespace, settings: Settings) -> int:
 
 def _replay(keeper, args: argparse.Namespace, settings: Settings) -> int:
     from lab.data import load_replay
-    from lab.engines import create_engine
     from lab.engines.base import Sampling
+    from lab.runs.cli_engines import CliEngines
     from lab.runs.pipeline import run_steps
     from lab.whatif.run import run_whatif
 
@@ -78,15 +78,9 @@ def _replay(keeper, args: argparse.Namespace, settings: Settings) -> int:
         if whatif.step_key not in replay_set.by_key:
             raise LabError(f"{replay_set.path}: no step {whatif.step_key} (what-if {whatif.edit_id}); pass --replay")
         steps.append(replay_set.by_key[whatif.step_key])
-    failures = 0
-    for spec in args.engine:
-        engine = create_engine(spec)
-        try:
-            engine.load()
-        except LabError as exc:
-            print(f"error: {spec}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
+    failures = 0  # what-ifs answered with an error
+    engines = CliEngines(args.engine)
+    for spec, engine in engines:
         try:
             if args.max_tokens is not None:
                 engine.default_sampling = Sampling(**{**engine.default_sampling.to_dict(), "max_tokens": args.max_tokens})
@@ -99,7 +93,7 @@ def _replay(keeper, args: argparse.Namespace, settings: Settings) -> int:
                 failures += bool(result.error)
         finally:
             engine.close()
-    return 1 if failures else 0
+    return 1 if failures or engines.failures else 0
 
 
 def _export(keeper, args: argparse.Namespace, settings: Settings) -> int:

@@ -42,7 +42,7 @@ def wait_until(check, timeout: float, what: str) -> None:
 def test_a_server_ready_while_generate_streams_is_answered(tiny_model_dir, tmp_path, monkeypatch):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium i
 
 @pytest.fixture
 def served_without_replay(tmp_path, replay_server):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     base_url, hits = replay_server
     settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb",

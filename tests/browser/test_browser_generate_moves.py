@@ -23,7 +23,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 def test_moving_on_while_generate_streams_keeps_the_new_step(tiny_model_dir, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     settings = Settings(results_dir=tmp_path / "results", runs_dir=tmp_path / "results" / "runs",
                         db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))

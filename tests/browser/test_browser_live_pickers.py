@@ -28,7 +28,7 @@ def _options(page, box: str) -> str:
 def test_runs_added_by_another_process_reach_every_picker(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     write_stored_run(results / "runs" / "altered.json", "altered")

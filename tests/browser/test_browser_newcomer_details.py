@@ -50,7 +50,7 @@ def _pick(page, box: str, text: str) -> None:
 def test_a_cli_run_beside_the_lab_in_the_browser(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     write_stored_run(results / "runs" / "altered.json", "altered")
@@ -118,7 +118,7 @@ def test_a_cli_run_beside_the_lab_in_the_browser(tmp_path):
 def test_no_replay_says_how_to_use_a_local_file_in_its_first_line(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     offline = f"http://127.0.0.1:{free_port()}/replay_full.jsonl"  # nothing listens: a download fails at once
     settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache",

@@ -27,7 +27,7 @@ pytestmark = [
 def served(tmp_path_factory):
     """The lab over a baseline run, a better one, and a training run's two checkpoints (with reference
     likelihoods) beside the base model named checkpoint-0."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("browser-paired")
     results = make_results_dir(root)

@@ -25,7 +25,7 @@ pytestmark = [
 def test_engines_tab_and_audit_show_the_presets_changes_and_fit(tmp_path, monkeypatch):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     monkeypatch.setenv("LAB_VLLM", str(tmp_path / "no-vllm" / "vllm"))  # this machine's vLLM is not asked for
     monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))

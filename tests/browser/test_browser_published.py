@@ -23,7 +23,7 @@ pytestmark = [
 
 @pytest.fixture()
 def served(tmp_path, monkeypatch):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",

@@ -26,7 +26,7 @@ pytestmark = [
 def served(tmp_path_factory):
     """The lab with the shipped leaderboards and imported lab runs (one with all steps, three with
     long alike names, one without the replay's first task); only `reference` loaded."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("browser-results")
     results = make_results_dir(root)

@@ -29,7 +29,7 @@ HUGE = 1e308
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("browser-round-five")
     results = make_results_dir(root)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lab.data import load_replay
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.settings import Settings
 from tests.conftest import BROWSER_EXPECT_MS
 from tests.helpers_servers import serve_lab
@@ -22,7 +22,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, tiny_model_dir):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("browser-samples")
     runs = root / "results" / "runs"

@@ -36,7 +36,7 @@ def served_specs(model: Path) -> list[str]:
 def test_two_managed_servers_crash_restart_unload_in_the_browser(tiny_model_dir, tmp_path, monkeypatch):
     from playwright.sync_api import expect, sync_playwright
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     monkeypatch.setenv("LAB_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

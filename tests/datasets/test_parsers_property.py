@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lab.data import load_replay
 from lab.errors import LabError
 from lab.runs.rescore import rescore_result
-from lab.resultfiles.resultfile import parse_result_bytes
+from lab.resultfiles.files import parse_result_bytes
 from lab.store.records import run_row, steps_table
 from tests.paths import EXCERPT, GOLDEN
 

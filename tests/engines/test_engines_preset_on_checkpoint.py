@@ -155,8 +155,8 @@ def test_a_trust_remote_code_preset_never_reaches_a_visitors_checkpoint(tmp_path
 
 def test_engines_tab_and_pool_status_name_the_preset(tiny_model_dir):
     from lab.engines.pool import EnginePool
-    from lab.ui.shell.context import entry_from_status
-    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.workspace import entry_from_status
+    from lab.ui.engines.tab import render_engine_table
 
     pool = EnginePool(presets=PRESETS)
     try:

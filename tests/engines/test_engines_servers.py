@@ -297,8 +297,8 @@ def test_only_a_vllm_server_with_the_labs_own_tokenizer_gets_prompts_as_token_id
 
 
 def test_engines_table_shows_server_state_port_pid_memory_and_log_tail():
-    from lab.ui.shell.context import EngineEntry
-    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.workspace import EngineEntry
+    from lab.ui.engines.tab import render_engine_table
 
     ready = EngineEntry("vllm:qwen35-2b-sft", "qwen", "vllm", "ready", server={
         "state": "ready", "pid": 4242, "port": 8123, "gpu_memory_gb": 17.25, "tail": []})

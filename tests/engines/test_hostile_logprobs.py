@@ -142,8 +142,8 @@ def test_a_stored_run_of_10000_alternatives_a_token_shows_k_of_them(tmp_path):
     max_top_k of assets/logprobs.yaml."""
     from lab.engines.logprobs import logprob_settings
     from lab.settings import Settings
-    from lab.ui.app import create_context
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.serve import create_context
+    from lab.ui.compare.tab import step_outputs
     from tests.ui.test_ui_handlers import write_stored_run
 
     result = write_stored_run(tmp_path / "plain.json", "huge-top")

@@ -179,8 +179,8 @@ def test_replay_and_score_reference_land_in_duckdb_with_not_recorded_for_others(
     # the same steps); every other row says "not recorded"
     from lab.settings import Settings
     from lab.store import open_store
-    from lab.ui.shell.context import LabContext
-    from lab.ui.results.results_tab import NOT_RECORDED, leaderboard_frame
+    from lab.workspace import LabContext
+    from lab.ui.results.tab import NOT_RECORDED, leaderboard_frame
 
     ref_file = next(p for p in (tmp_path / "results" / "runs").glob("*.json") if p.name != "tiny.json")
     expected = json.loads(ref_file.read_text())["aggregate"]["ref_nll_per_token"]
@@ -240,8 +240,8 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
     from lab.runs.replay import ReplayConfig, replay
     from lab.settings import Settings
-    from lab.ui.app import create_context
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.serve import create_context
+    from lab.ui.compare.tab import step_outputs
     from tests.ui.test_ui_handlers import write_stored_run
 
     runs = tmp_path / "results" / "runs"
@@ -260,7 +260,7 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
         ctx.pool.wait()
         from lab.ui.compare.step_data import answer_step
 
-        from lab.ui.compare.compare_tab import generate_views
+        from lab.ui.compare.tab import generate_views
 
         shown = list(generate_views(ctx, step.key))  # Generate: answers first, then the live model's prefill
         for entry in ctx.engine_entries():

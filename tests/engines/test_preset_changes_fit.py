@@ -122,8 +122,8 @@ def test_a_hostile_config_json_is_text_or_nothing(tmp_path):
     """A checkpoint folder's config.json is data: markup in it is shown escaped, a huge or deeply nested one
     is not read (no verdict, no warning), and nothing from it reaches the page unescaped."""
     from lab.engines.pool import EnginePool
-    from lab.ui.engines.engines_tab import render_engine_table
-    from lab.ui.shell.context import entry_from_status
+    from lab.ui.engines.tab import render_engine_table
+    from lab.workspace import entry_from_status
 
     evil = tmp_path / "evil"
     evil.mkdir()

@@ -152,7 +152,7 @@ def five_lab(vllm_env, checkpoints, tmp_path_factory):
     """A lab with the five presets as vLLM engines (`vl-PRESET`), each server's KV cache its share of the
     CPU budget (no `kv_cache_gb` given: the pool splits it as it splits a GPU)."""
     from lab.settings import Settings
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("five-presets")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",
@@ -238,8 +238,8 @@ def test_replay_with_the_preset_through_vllm(served, tmp_path):
     # the Engines tab and the prompt audit say what runs: architecture, context, dtype, preset, flags
     from transformers import AutoConfig
 
-    from lab.ui.engines.engines_tab import render_engine_table
-    from lab.ui.shell.context import entry_from_status
+    from lab.ui.engines.tab import render_engine_table
+    from lab.workspace import entry_from_status
 
     architecture = AutoConfig.from_pretrained(served.folder).architectures[0]
     for engine, flags in ((served.vllm, True), (served.hf, False)):

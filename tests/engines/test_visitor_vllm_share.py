@@ -68,8 +68,9 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
     from gradio.context import LocalContext
 
     from lab.settings import Settings
-    from lab.ui.app import create_context
-    from lab.ui.compare.compare_tab import generate_views
+    from lab.serve import create_context
+    from lab.ui.compare.tab import generate_views
+    from lab.ui.shell.session import serve_requests
     from tests.helpers_store import make_results_dir
 
     for key, value in {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
@@ -83,6 +84,7 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
                         cache_dir=tmp_path / "cache", replay_path=str(EXCERPT), public=True, allow_engine_loading=True)
     ctx = create_context(settings, [f"vllm:{model}?{common}&dtype=float32&kv_cache_gb=1&name=owner"], open_db=False)
+    serve_requests(ctx)  # as the app does: the workspace asks Gradio who is asking
 
     def as_visitor(session: str, host: str):
         return LocalContext.request.set(gr.Request(session_hash=session, client=types.SimpleNamespace(host=host)))

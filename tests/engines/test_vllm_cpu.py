@@ -172,7 +172,7 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
 def vllm_lab(vllm_env, vllm_model_dir, tiny_lora_for_vllm, tmp_path_factory):
     """A lab context with two managed vLLM engines side by side: `vl-key` (requires an API key) and
     `vl-lora` (the same model with a LoRA adapter), each with its share of the CPU KV-cache budget."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("vllm-lab")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",
@@ -276,7 +276,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     max_tokens over it: vLLM answers with fewer tokens, and the audit says how many were allowed."""
     from lab.prompts.audit import context_verdict
     from lab.ui.compare.audit_panel import compute_audit
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
     from lab.ui.compare.render_audit import audit_summary, render_audit_body
 
     engine = vllm_lab.pool.get("vl-lora")
@@ -314,7 +314,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     key = base.key
     vllm_lab.replay.by_key[key] = dataclasses.replace(base, messages=({"role": "user", "content": over},))
     try:
-        from lab.ui.compare.compare_tab import generate_views
+        from lab.ui.compare.tab import generate_views
 
         *_, views = list(generate_views(vllm_lab, key))
         view = next(v for v in views if v.name == "vl-lora")

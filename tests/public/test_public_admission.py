@@ -20,7 +20,7 @@ from tests.ui.test_ui_handlers import write_stored_run
 
 
 def make_ctx(tmp_path, *, public: bool, allow: bool, open_db: bool = False):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     write_stored_run(results / "runs" / "inside.json", "inside")
@@ -51,7 +51,7 @@ def counting_server():
 
 
 def test_stored_stays_inside_the_data_folders_with_engines_allowed(tmp_path):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     outside = tmp_path / "outside.json"
     write_stored_run(outside, "outside")
@@ -76,7 +76,7 @@ def test_stored_stays_inside_the_data_folders_with_engines_allowed(tmp_path):
 
 
 def test_openai_to_internal_addresses_is_refused(tmp_path, counting_server, monkeypatch):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     base, hits = counting_server
     monkeypatch.delenv("LAB_ENGINE_HOSTS", raising=False)
@@ -95,7 +95,7 @@ def test_openai_to_internal_addresses_is_refused(tmp_path, counting_server, monk
 
 
 def test_owner_listed_hosts_and_local_mode_are_unchanged(tmp_path, counting_server, monkeypatch):
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     base, hits = counting_server
     monkeypatch.setenv("LAB_ENGINE_HOSTS", "127.0.0.1")
@@ -118,7 +118,7 @@ def test_owner_listed_hosts_and_local_mode_are_unchanged(tmp_path, counting_serv
 
 def test_visitors_tags_and_notes_are_off_unless_the_owner_allows(tmp_path, monkeypatch):
     from lab.triage.annotations import add_annotation
-    from lab.ui.shell.public import apply_public_policy
+    from lab.serve import apply_public_policy
 
     monkeypatch.delenv("LAB_PUBLIC_ANNOTATIONS", raising=False)
     ctx = make_ctx(tmp_path, public=True, allow=False, open_db=True)
@@ -143,7 +143,10 @@ def test_a_closed_session_unloads_only_its_own_engines(tmp_path):
     import gradio as gr
     from gradio.context import LocalContext
 
+    from lab.ui.shell.session import serve_requests
+
     ctx = make_ctx(tmp_path, public=True, allow=False)
+    serve_requests(ctx)  # as the app does: the workspace asks Gradio who is asking
     inside = f"stored:{ctx.settings.runs_dir / 'inside.json'}"
     try:
         for session in ("alice", "bob"):
@@ -161,5 +164,33 @@ def test_a_closed_session_unloads_only_its_own_engines(tmp_path):
         finally:
             LocalContext.request.reset(token)
         assert len(ctx.pool.names()) == 1  # bob's column is still loaded
+    finally:
+        ctx.pool.close_all()
+
+
+def test_the_app_tells_the_workspace_who_is_asking(tmp_path):
+    """The workspace sits below the UI and reads no Gradio request itself: the app passes it Gradio's readers
+    when it builds the UI, so each visitor's engines are that visitor's (outside a request: the owner)."""
+    import gradio as gr
+    from gradio.context import LocalContext
+
+    from lab.ui.app import build_app
+    from lab.ui.shell.session import current_client, current_session
+
+    ctx = make_ctx(tmp_path, public=True, allow=False)
+    try:
+        token = LocalContext.request.set(gr.Request(session_hash="alice"))
+        try:
+            assert ctx.current_session() is None  # not wired yet: it cannot tell
+        finally:
+            LocalContext.request.reset(token)
+        build_app(ctx)
+        assert (ctx.current_session, ctx.current_client) == (current_session, current_client)
+        token = LocalContext.request.set(gr.Request(session_hash="alice"))
+        try:
+            assert ctx.current_session() == "alice"
+        finally:
+            LocalContext.request.reset(token)
+        assert ctx.current_session() is None
     finally:
         ctx.pool.close_all()

@@ -144,7 +144,7 @@ def test_no_absolute_server_path_in_the_page(public_lab):
 
 def test_stop_is_per_session():
     """Two sessions' Stop events are separate: pressing Stop in one never stops the other."""
-    from lab.ui.shell.session import SessionEvents
+    from lab.visitors import SessionEvents
 
     stops = SessionEvents()
     a, b = stops.get("a"), stops.get("b")
@@ -157,7 +157,7 @@ def test_stop_is_per_session():
 def test_exports_are_swept_and_removed(tmp_path):
     """Exports live in one per-process folder; old ones are deleted when new ones are made."""
     from lab.ui.shell.exports import ExportArea
-    from lab.ui.triage.triage_tab import _export_dir
+    from lab.ui.triage.handlers import _export_dir
     from lab.ui.shell.exports import EXPORTS
 
     area = ExportArea(max_age=60, prefix="lab-test-exports-")

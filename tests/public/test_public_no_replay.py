@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from lab.settings import Settings
-from lab.ui.app import create_context
+from lab.serve import create_context
 from tests.helpers_servers import serve_lab
 from tests.public.test_public_hostile import private_call
 from tests.helpers_store import make_results_dir

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.engines.preset_changes import PresetChange
 from lab.settings import Settings
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 
 
 def test_a_visitor_sees_no_server_flags_and_no_server_paths(tmp_path):

@@ -182,7 +182,7 @@ def test_stored_replay_covers_only_answered_steps(tmp_path):
 def test_owner_set_is_loaded_at_start(tmp_path, monkeypatch):
     """A Space owner's LAB_PUBLISHED set is fetched and imported when the lab starts."""
     from lab.settings import Settings
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",

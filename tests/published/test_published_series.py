@@ -8,7 +8,7 @@ import pytest
 
 from lab.store.opening import open_store
 from lab.store.importer import import_path
-from lab.store.published_links import link_published
+from lab.published.links import link_published
 from lab.store.series import series_figure, series_frame, series_runs
 from lab.triage import flip_table
 from tests.paths import TB2LITE

@@ -12,7 +12,7 @@ from lab.data import load_replay
 from lab.engines import create_engine
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.replay import ReplayConfig, replay
-from lab.resultfiles.resultfile import read_result_file, scoring_version
+from lab.resultfiles.files import read_result_file, scoring_version
 from tests.paths import EXCERPT, REPO
 
 PER_STEP_KEYS = {

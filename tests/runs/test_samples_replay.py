@@ -10,7 +10,7 @@ from statistics import fmean, pstdev
 
 import pytest
 
-from lab.resultfiles.resultfile import read_result_file
+from lab.resultfiles.files import read_result_file
 from lab.scoring.stability import collapse_answers, pass_at_k
 from tests.paths import EXCERPT, REPO
 

@@ -177,8 +177,8 @@ def test_a_generate_whose_server_answers_8000_flag_letters_is_quick(tiny_model_d
     """A visitor's OpenAI-compatible server answering `ls -` and 8,000 `l` made one Generate take 347 s.
     The server here is a real HTTP server on loopback (tests/engines/hostile_openai.py)."""
     from lab.settings import Settings
-    from lab.ui.app import create_context
-    from lab.ui.compare.compare_tab import generate_views
+    from lab.serve import create_context
+    from lab.ui.compare.tab import generate_views
     from tests.engines.hostile_openai import HostileAnswer, hostile_openai
 
     letters = "ls -" + "l" * 8000

@@ -11,7 +11,7 @@ import pytest
 
 from lab.settings import Settings
 from lab.store import open_store
-from lab.ui.app import create_context, startup_report
+from lab.serve import create_context, startup_report
 from tests.helpers_servers import serve_lab
 from tests.paths import GOLDEN, REPO
 from tests.helpers_store import make_results_dir

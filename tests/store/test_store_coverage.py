@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.settings import Settings
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir
@@ -24,7 +24,7 @@ def _variant(src: dict, path: Path, name: str, **top: object) -> dict:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("coverage")
     results = make_results_dir(root)
@@ -52,7 +52,7 @@ def test_runs_table_has_coverage_and_partial(lab):
 
 
 def test_results_table_marks_partial_and_fills_rank(lab):
-    from lab.ui.results.results_tab import leaderboard_frame
+    from lab.ui.results.tab import leaderboard_frame
 
     ctx, n = lab
     df = leaderboard_frame(ctx, False)
@@ -83,7 +83,7 @@ def _plot_names(fig) -> list[str]:
 
 
 def test_every_plot_marks_partial_runs(lab):
-    from lab.ui.results.results_tab import draw_plot, plot_registry
+    from lab.ui.results.tab import draw_plot, plot_registry
 
     ctx, n = lab
     for name in plot_registry():
@@ -100,7 +100,7 @@ def test_every_plot_marks_partial_runs(lab):
 
 
 def test_name_filter_narrows_the_plots(lab):
-    from lab.ui.results.results_tab import draw_plot, leaderboard_frame
+    from lab.ui.results.tab import draw_plot, leaderboard_frame
 
     ctx, _ = lab
     assert len(leaderboard_frame(ctx, False, "wholesel")) == 1

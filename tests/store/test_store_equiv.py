@@ -86,7 +86,7 @@ def test_reimport_of_a_changed_file_recomputes_equiv(store, tmp_path):
 
 def test_triage_filters_by_equiv_f1_and_spelling_gap(store):
     from lab.triage import SliceSpec, refresh_step_flags, slice_steps
-    from lab.ui.triage.triage_filters import inputs_from_spec, spec_from_inputs
+    from lab.ui.triage.filters import inputs_from_spec, spec_from_inputs
 
     refresh_step_flags(store)
     df = store.query("SELECT step_key, command_f1, equiv_f1 FROM steps")

@@ -111,7 +111,7 @@ def test_the_store_answers_another_process_while_the_fill_runs(tmp_path):
 @pytest.fixture()
 def skipped_ctx(tmp_path):
     """A lab context whose store holds the huge run, its equiv columns filled (huge steps skipped)."""
-    from lab.ui.shell.context import LabContext
+    from lab.workspace import LabContext
 
     results = make_results_dir(tmp_path)
     (results / "runs").mkdir(exist_ok=True)
@@ -126,8 +126,8 @@ def skipped_ctx(tmp_path):
 @pytest.mark.slow
 def test_results_plot_and_triage_say_equiv_skipped(skipped_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.results.results_tab import count_html, draw_plot, leaderboard_frame
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.ui.results.tab import count_html, draw_plot, leaderboard_frame
+    from lab.ui.triage.handlers import slice_page
 
     ctx = skipped_ctx
     df = leaderboard_frame(ctx, False)

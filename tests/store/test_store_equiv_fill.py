@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from bench.synthetic import make_results
-from lab.resultfiles.resultfile import scorer_for
+from lab.resultfiles.files import scorer_for
 from lab.settings import Settings
 from lab.store import import_path, open_store, run_id_of
 from lab.scoring.aggregate import aggregate_scores
@@ -243,7 +243,7 @@ def test_a_store_of_schema_4_opens_and_gets_its_equiv_columns(tmp_path):
 @pytest.fixture()
 def pending_ctx(tmp_path):
     """A lab context whose store holds the published run with its equiv columns pending (no filler)."""
-    from lab.ui.shell.context import LabContext
+    from lab.workspace import LabContext
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)
@@ -254,7 +254,7 @@ def pending_ctx(tmp_path):
 
 
 def test_results_table_count_and_plot_say_equiv_pending_then_show_the_values(pending_ctx):
-    from lab.ui.results.results_tab import count_html, draw_plot, leaderboard_frame
+    from lab.ui.results.tab import count_html, draw_plot, leaderboard_frame
 
     ctx = pending_ctx
     df = leaderboard_frame(ctx, False)
@@ -279,7 +279,7 @@ def test_results_table_count_and_plot_say_equiv_pending_then_show_the_values(pen
 
 def test_triage_page_says_equiv_pending_and_which_filters_skip_those_steps(pending_ctx):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     ctx = pending_ctx
     refresh_step_flags(ctx.store)  # (the tab does it when it lists its choices)
@@ -294,7 +294,7 @@ def test_triage_page_says_equiv_pending_and_which_filters_skip_those_steps(pendi
 
 
 def test_the_app_context_fills_in_the_background(tmp_path):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)
@@ -316,7 +316,7 @@ def test_the_app_context_fills_in_the_background(tmp_path):
 
 def test_a_run_whose_rules_fail_is_marked_failed_once_and_shown_so(pending_ctx, monkeypatch):
     import lab.store.equiv_fill as fill
-    from lab.ui.results.results_tab import count_html, leaderboard_frame
+    from lab.ui.results.tab import count_html, leaderboard_frame
 
     def odd_input(*args, **kwargs):
         raise ValueError("a rule met input it cannot handle")

@@ -80,9 +80,9 @@ def test_cli_import_without_the_replay_says_so_and_with_it_gives_compares_value(
 @pytest.mark.slow
 def test_the_app_fills_from_a_replay_that_becomes_known_and_shows_one_value(tmp_path):
     from lab.triage import SliceSpec, refresh_step_flags
-    from lab.ui.shell.context import LabContext
-    from lab.ui.results.results_tab import leaderboard_frame
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.workspace import LabContext
+    from lab.ui.results.tab import leaderboard_frame
+    from lab.ui.triage.handlers import slice_page
 
     results = make_results_dir(tmp_path)
     shutil.copy(PUBLISHED, results / PUBLISHED.name)
@@ -119,9 +119,9 @@ def test_a_run_another_process_filled_without_the_replay_is_filled_again_by_the_
     imported meanwhile (that process had no replay). Its Triage view has the app's filler compute them again
     with the replay; a `python -m lab replay --replay …` into the lab's runs folder fills them with it at once."""
     from lab.triage import SliceSpec
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.shell.equiv_status import NOT_IN_REPLAY
-    from lab.ui.triage.triage_tab import slice_page
+    from lab.ui.triage.handlers import slice_page
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, db_path=results / "lab.duckdb", replay_path=str(EXCERPT),

@@ -12,7 +12,7 @@ from lab.store.leaderboard_stats import (
 )
 from lab.store.opening import open_store
 from lab.store.paired import compare_against, compare_runs, summary_line, task_breakdown
-from lab.store.published_links import link_published
+from lab.published.links import link_published
 from lab.store import queries
 from tests.helpers_paired import reference_file, variant, write
 from tests.helpers_store import make_results_dir

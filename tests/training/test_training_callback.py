@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from lab.resultfiles.resultfile import read_result_file
+from lab.resultfiles.files import read_result_file
 from lab.settings import Settings
 from tests.helpers_store import make_results_dir
 from tests.paths import EXCERPT, REPO

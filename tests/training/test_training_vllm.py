@@ -13,7 +13,7 @@ import sys
 import httpx
 import pytest
 
-from lab.resultfiles.resultfile import read_result_file
+from lab.resultfiles.files import read_result_file
 from tests.engines.test_vllm_cpu import CONTEXT, vllm_env, vllm_processes  # noqa: F401 - vllm_env is a fixture
 from tests.paths import EXCERPT, REPO
 from tests.training.helpers_training import MAX_STEPS, SAVE_STEPS, reference_dataset

@@ -37,7 +37,7 @@ def test_regex_caret_is_anchored_per_command(triage_store):  # noqa: F811
 
 
 def test_improved_view_empty_says_why(triage_store):  # noqa: F811
-    from lab.ui.triage.triage_tab import diff_message
+    from lab.ui.triage.handlers import diff_message
 
     ref, bad = run_id(triage_store, "reference"), run_id(triage_store, "perturbed")
     df = disagreement(triage_store, ref, bad, "improved")  # the perturbed run never beats the reference
@@ -47,8 +47,8 @@ def test_improved_view_empty_says_why(triage_store):  # noqa: F811
 
 
 def test_triage_plots_with_no_runs_give_guidance(tmp_path):
-    from lab.ui.app import create_context
-    from lab.ui.triage.triage_figures import slice_figures
+    from lab.serve import create_context
+    from lab.ui.triage.figures import slice_figures
 
     results = make_results_dir(tmp_path)
     ctx = create_context(Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
@@ -62,8 +62,8 @@ def test_triage_plots_with_no_runs_give_guidance(tmp_path):
 
 
 def test_long_run_names_are_shortened_and_legend_is_below(tmp_path):
-    from lab.ui.app import create_context
-    from lab.ui.triage.triage_figures import short_names, slice_figures
+    from lab.serve import create_context
+    from lab.ui.triage.figures import short_names, slice_figures
     from tests.ui.test_ui_handlers import write_stored_run
 
     results = make_results_dir(tmp_path)

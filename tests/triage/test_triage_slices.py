@@ -98,7 +98,7 @@ def test_url_round_trip_and_saved_slices(triage_store):
 
 
 def test_ui_filter_widgets_round_trip_a_spec():
-    from lab.ui.triage.triage_filters import inputs_from_spec, spec_from_inputs
+    from lab.ui.triage.filters import inputs_from_spec, spec_from_inputs
 
     spec = SliceSpec(run_ids=["r1"], f1_min=0.2, valid_json=True, first_cmd_exact=False, task_complete="missed",
                      ref_units_max=40, text="vim", text_regex=True, flags=["hang"], order_by="command_f1", descending=True)

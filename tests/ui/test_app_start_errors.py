@@ -71,7 +71,7 @@ def test_a_port_in_use_and_a_host_not_here_are_one_line_each(tmp_path):
                                          ("0", True),
                                          ("0.0.0.0", True), ("::", True), ("192.0.2.10", True)])
 def test_which_hosts_serve_beyond_this_machine(host, beyond):
-    from lab.ui.shell.public import reaches_beyond_this_machine
+    from lab.serve import reaches_beyond_this_machine
 
     assert reaches_beyond_this_machine(host) is beyond
 
@@ -81,7 +81,7 @@ def test_the_owners_lab_on_every_interface_takes_an_explicit_choice(monkeypatch)
     sweeps, any path) to the network (issue 40 item 6). Public mode or LAB_PUBLIC=0 (the owner's choice)
     lets it start; neither is one line naming the host and what to set."""
     from lab.settings import Settings
-    from lab.ui.shell.public import exposure_problem
+    from lab.serve import exposure_problem
 
     for name in ("SPACE_ID", "LAB_PUBLIC"):
         monkeypatch.delenv(name, raising=False)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lab.settings import Settings
-from lab.ui.batch.batch_rows import ANSWERS, REFERENCE
+from lab.ui.batch.rows import ANSWERS, REFERENCE
 from tests.helpers_servers import serve_lab
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 def test_batch_scores_the_reference_keeps_finished_runs_and_refuses_engines_without_a_model(tiny_model_dir, tmp_path):
     from gradio_client import Client
 
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",

@@ -16,7 +16,7 @@ def test_an_overlong_run_name_is_one_line(tmp_path):
     from gradio_client import Client
 
     from lab.runs.replay import run_name_max
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     results = make_results_dir(tmp_path)
     settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",

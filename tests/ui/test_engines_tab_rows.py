@@ -5,8 +5,8 @@ from __future__ import annotations
 
 def test_a_cpu_vllm_row_shows_cpu_and_its_kv_cache_budget(monkeypatch, tmp_path):
     from lab.engines.registry import create_engine
-    from lab.ui.shell.context import entry_from_status
-    from lab.ui.engines.engines_tab import render_engine_table
+    from lab.workspace import entry_from_status
+    from lab.ui.engines.tab import render_engine_table
 
     monkeypatch.setenv("LAB_VLLM_DEVICE", "cpu")
     engine = create_engine(f"vllm:{tmp_path}?kv_cache_gb=1.5&name=vl")
@@ -29,8 +29,8 @@ def test_rows_and_audit_say_architecture_context_dtype_and_flags_visitors_see_no
     from lab.engines.registry import create_engine
     from lab.ui.compare.audit_panel import column_audit
     from lab.ui.compare.render_audit import render_audit_body
-    from lab.ui.engines.engines_tab import render_engine_table
-    from lab.ui.shell.context import LabContext, entry_from_status
+    from lab.ui.engines.tab import render_engine_table
+    from lab.workspace import LabContext, entry_from_status
     from lab.settings import Settings
     from tests.paths import EXCERPT
 

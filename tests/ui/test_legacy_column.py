@@ -14,7 +14,7 @@ import pytest
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import parse_reference, run_steps
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.metrics import score_units
 from lab.settings import Settings
@@ -39,7 +39,7 @@ def write_legacy_run(path):
 @pytest.fixture
 def lab_ctx(tmp_path, monkeypatch):
     """A lab context (no server, no store) on the corrected excerpt with one legacy stored column."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     monkeypatch.delenv("LAB_LEGACY_REPLAY", raising=False)
     run = write_legacy_run(tmp_path / "legacy-run.json")
@@ -54,7 +54,7 @@ def lab_ctx(tmp_path, monkeypatch):
 
 
 def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, monkeypatch):
-    from lab.ui.compare.compare_tab import column_badges, step_outputs
+    from lab.ui.compare.tab import column_badges, step_outputs
     from lab.ui.compare.step_data import answer_step
 
     ctx, entry = lab_ctx
@@ -76,7 +76,7 @@ def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, mo
 
 
 def test_a_step_the_legacy_replay_lacks_is_not_in_this_run_with_the_reason(lab_ctx, monkeypatch, tmp_path):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx, _ = lab_ctx
     lines = EXCERPT.read_text(encoding="utf-8").splitlines()
@@ -95,7 +95,7 @@ def test_a_step_the_legacy_replay_lacks_is_not_in_this_run_with_the_reason(lab_c
 
 
 def test_without_a_legacy_replay_the_column_says_how_to_get_it(lab_ctx):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx, _ = lab_ctx  # no $LAB_LEGACY_REPLAY, empty cache folder
     out = step_outputs(ctx, ctx.step_keys()[0])
@@ -104,7 +104,7 @@ def test_without_a_legacy_replay_the_column_says_how_to_get_it(lab_ctx):
 
 
 def test_a_missing_legacy_replay_file_is_a_message_in_the_column(lab_ctx, monkeypatch, tmp_path):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx, _ = lab_ctx
     monkeypatch.setenv("LAB_LEGACY_REPLAY", str(tmp_path / "nope.jsonl"))
@@ -135,8 +135,8 @@ def test_cli_refuses_a_legacy_run_on_the_corrected_rules_and_replays_it_on_the_l
 def test_the_column_scores_on_the_legacy_reference_with_the_legacy_rules(tmp_path, monkeypatch):
     """The legacy replay's first step has no commands and the run answered none: the legacy scorer's
     empty-vs-empty is 1.0 (the loaded replay's reference, or the corrected scorer, would give 0.0)."""
-    from lab.ui.app import create_context
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.serve import create_context
+    from lab.ui.compare.tab import step_outputs
 
     lines = EXCERPT.read_text(encoding="utf-8").splitlines()
     first = json.loads(lines[0])
@@ -164,7 +164,7 @@ def test_the_column_scores_on_the_legacy_reference_with_the_legacy_rules(tmp_pat
 
 
 def test_batch_refuses_a_legacy_run_and_writes_nothing(lab_ctx):
-    from lab.ui.batch.batch_tab import run_batch
+    from lab.ui.batch.tab import run_batch
 
     ctx, entry = lab_ctx
     [row] = run_batch(ctx, [entry.name], ctx.replay.steps)

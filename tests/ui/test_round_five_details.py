@@ -47,7 +47,7 @@ def test_unreadable_forwarded_addresses_are_one_client():
 @pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 def test_a_stored_columns_tooltip_names_the_replay_as_the_header_does(tmp_path):
     from lab.security.paths import display_path
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.compare.legacy_column import scorer_badge_html
     from tests.ui.test_ui_handlers import write_stored_run
 
@@ -67,7 +67,7 @@ def test_a_stored_columns_tooltip_names_the_replay_as_the_header_does(tmp_path):
 @pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 def test_adding_a_legacy_run_names_the_legacy_replay_as_the_header_does(tmp_path, monkeypatch):
     from lab.security.paths import display_path
-    from lab.ui.app import create_context
+    from lab.serve import create_context
     from lab.ui.compare.run_picker import scorer_note
     from tests.helpers_store import make_results_dir
     from tests.ui.test_legacy_column import write_legacy_run

@@ -13,7 +13,7 @@ from lab.data import load_replay
 from lab.engines import create_engine
 from lab.runs.replay import ReplayConfig, replay
 from lab.runs.rescore import rescore_result
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.stability import summarize_samples
 from lab.settings import Settings
 from lab.ui.compare.samples_view import READY, SampleSet, render_sample_set, render_samples
@@ -75,7 +75,7 @@ def shaky(i: int, k: int, ref: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, tiny_model_dir):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("samples-ui")
     results = root / "results"

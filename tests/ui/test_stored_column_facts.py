@@ -7,7 +7,7 @@ import pytest
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import run_steps
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.store import open_store
 from lab.store.importer import import_path
 from lab.ui.compare.render_html import render_prompt_block

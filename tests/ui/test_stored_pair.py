@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("stored-pair")
     results = make_results_dir(root)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab.settings import Settings
-from lab.ui.batch.batch_rows import ANSWERS, REFERENCE
+from lab.ui.batch.rows import ANSWERS, REFERENCE
 from tests.helpers_servers import free_port, serve_lab
 from tests.paths import EXCERPT
 from tests.helpers_store import make_results_dir
@@ -41,7 +41,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(cluster, tmp_path_factory):
     """The lab (reference + a stored run of its own runs folder) with LAB_RAY_ADDRESS at the cluster."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("sweep-ui")
     results = make_results_dir(root)

@@ -13,7 +13,7 @@ from lab.engines import create_engine
 from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
 from lab.ui.compare.audit_panel import audit_answer, engine_max_model_len
-from lab.ui.compare.compare_tab import generate_views, step_outputs
+from lab.ui.compare.tab import generate_views, step_outputs
 from lab.ui.compare.render_html import render_column, render_f1_gap
 from lab.ui.compare.step_view import f1_gap
 from tests.paths import EXCERPT
@@ -28,7 +28,7 @@ DEFAULT_MAX_MODEL_LEN = load_engine_defaults()["max_model_len"]
 @pytest.fixture(scope="module")
 def ctx(tiny_model_dir, tmp_path_factory):
     """A lab context (no server) with the excerpt, `reference` and the tiny model (8 new tokens)."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("audit")
     settings = Settings(results_dir=root / "results", runs_dir=root / "results" / "runs", db_path=root / "lab.duckdb",

@@ -6,7 +6,7 @@ import threading
 
 import cachetools
 
-from lab.ui.shell.context import LRUCache
+from lab.workspace import LRUCache
 
 
 def test_the_cache_is_cachetools_lru():

@@ -10,7 +10,7 @@ import pytest
 from lab.data import load_replay
 from lab.engines.registry import create_engine
 from lab.runs.pipeline import run_steps
-from lab.resultfiles.resultfile import write_result_file
+from lab.resultfiles.files import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.metrics import score_units
 from lab.settings import Settings
@@ -60,7 +60,7 @@ def write_stored_run(path: Path, name: str, offset: int = 0) -> dict:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A real lab (excerpt replay, reference + one stored run) served on 127.0.0.1."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("ui")
     results = root / "results"
@@ -75,7 +75,7 @@ def lab(tmp_path_factory):
 
 
 def test_step_outputs_show_reference_and_stored_metrics(lab):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx, _, _, stored = lab
     key = ctx.replay.steps[2].key
@@ -90,7 +90,7 @@ def test_step_outputs_show_reference_and_stored_metrics(lab):
 
 
 def test_neighbour_keys_walk_the_dataset_and_clamp(lab):
-    from lab.ui.compare.compare_tab import neighbour_key
+    from lab.ui.compare.tab import neighbour_key
 
     ctx = lab[0]
     keys = ctx.step_keys()
@@ -109,7 +109,7 @@ def test_bad_spec_is_a_message_not_a_traceback(lab):
 
 
 def test_missing_stored_file_fails_in_its_column(lab, tmp_path):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx = lab[0]
     name = ctx.add_engine(f"stored:{tmp_path / 'missing.json'}", wait=True)
@@ -223,7 +223,7 @@ def test_the_switch_painted_last_decides_where_a_generate_paints(lab, tiny_model
     import threading
     from types import SimpleNamespace
 
-    import lab.ui.compare.compare_tab as compare_tab
+    import lab.ui.compare.tab as compare_tab
 
     ctx, demo, _, _ = lab
     handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
     """A lab context (excerpt replay, reference + one stored run) without a store or a server."""
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     root = tmp_path_factory.mktemp("step-data")
     runs = root / "results" / "runs"
@@ -30,7 +30,7 @@ def ctx(tmp_path_factory):
 
 
 def test_a_step_switch_parses_the_reference_once(ctx, monkeypatch):
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     step = ctx.replay.steps[3]
     assert (("reference", step.key)) not in ctx.views  # a step no column has answered yet
@@ -61,7 +61,7 @@ def test_a_step_switch_parses_the_reference_once(ctx, monkeypatch):
 
 
 def test_step_data_is_what_the_views_show(ctx):
-    from lab.ui.compare.compare_tab import outputs_of, step_outputs
+    from lab.ui.compare.tab import outputs_of, step_outputs
     from lab.ui.compare.step_data import step_data
 
     key = ctx.replay.steps[1].key

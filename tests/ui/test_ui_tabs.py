@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A lab over a tmp results folder (shipped CSVs + two stored runs), reference + one stored engine."""
-    from lab.ui.app import build_app, create_context
+    from lab.serve import create_context
+    from lab.ui.app import build_app
 
     root = tmp_path_factory.mktemp("tabs")
     results = make_results_dir(root)
@@ -37,7 +38,7 @@ def lab(tmp_path_factory):
 
 # --- Engines -----------------------------------------------------------------------------------
 def test_engines_add_fail_unload(lab):
-    from lab.ui.engines.engines_tab import add_engine_action, engine_status, unload_engine_action
+    from lab.ui.engines.tab import add_engine_action, engine_status, unload_engine_action
 
     ctx, _ = lab
     states = {e.name: e.state for e in ctx.engine_entries()}
@@ -67,8 +68,8 @@ def test_engines_add_fail_unload(lab):
 
 
 def test_public_mode_refuses_model_engines(tmp_path, monkeypatch):
-    from lab.ui.app import create_context
-    from lab.ui.engines.engines_tab import add_engine_action, loading_policy_html
+    from lab.serve import create_context
+    from lab.ui.engines.tab import add_engine_action, loading_policy_html
 
     monkeypatch.delenv("LAB_ALLOW_ENGINES", raising=False)
     settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "c",
@@ -93,7 +94,7 @@ def test_public_mode_refuses_model_engines(tmp_path, monkeypatch):
 
 def test_trust_remote_code_is_not_a_spec_option(lab):
     """trust_remote_code comes from a preset that needs it, never from what a visitor types."""
-    from lab.ui.engines.engines_tab import add_engine_action
+    from lab.ui.engines.tab import add_engine_action
 
     refused = add_engine_action(lab[0], "transformers:/models/tiny?trust_remote_code=true")
     assert not refused.ok and "trust_remote_code" in refused.message
@@ -105,7 +106,7 @@ def stored_steps(path: Path) -> list[str]:
 
 
 def test_batch_reference_on_one_task_lands_in_runs_and_duckdb(lab):
-    from lab.ui.batch.batch_tab import batch_updates, filter_steps, render_aggregate
+    from lab.ui.batch.tab import batch_updates, filter_steps, render_aggregate
 
     ctx, _ = lab
     task = ctx.replay.tasks[0]
@@ -129,7 +130,7 @@ def test_batch_reference_on_one_task_lands_in_runs_and_duckdb(lab):
 
 
 def test_batch_interrupt_then_resume_keeps_each_step_once(lab):
-    from lab.ui.batch.batch_tab import run_batch
+    from lab.ui.batch.tab import run_batch
 
     ctx, _ = lab
     steps = ctx.replay.steps
@@ -160,7 +161,7 @@ def test_batch_interrupt_then_resume_keeps_each_step_once(lab):
 
 
 def test_batch_engine_not_ready_is_reported_not_raised(lab):
-    from lab.ui.batch.batch_tab import run_batch
+    from lab.ui.batch.tab import run_batch
 
     ctx, _ = lab
     rows = run_batch(ctx, ["nobody", "reference"], ctx.replay.steps[:1], run_name=None, stop=threading.Event())
@@ -170,7 +171,7 @@ def test_batch_engine_not_ready_is_reported_not_raised(lab):
 
 # --- Results -----------------------------------------------------------------------------------
 def test_leaderboard_scope_filter_sort(lab):
-    from lab.ui.results.results_tab import count_html, leaderboard_frame
+    from lab.ui.results.tab import count_html, leaderboard_frame
 
     ctx, _ = lab
     first56 = leaderboard_frame(ctx, True)
@@ -200,7 +201,7 @@ def test_leaderboard_scope_filter_sort(lab):
 
 
 def test_every_plot_draws_data(lab):
-    from lab.ui.results.results_tab import draw_plot, plot_registry
+    from lab.ui.results.tab import draw_plot, plot_registry
 
     ctx, _ = lab
     names = list(plot_registry())
@@ -214,7 +215,7 @@ def test_every_plot_draws_data(lab):
 
 
 def test_clicking_a_lab_run_opens_it_in_compare(lab):
-    from lab.ui.results.results_tab import leaderboard_frame, selected_run_id
+    from lab.ui.results.tab import leaderboard_frame, selected_run_id
 
     ctx, demo = lab
     df = leaderboard_frame(ctx, False, "second")
@@ -232,7 +233,7 @@ def test_clicking_a_lab_run_opens_it_in_compare(lab):
 
 def test_compare_shows_tags_of_stored_runs(lab):
     from lab.triage import add_annotation
-    from lab.ui.compare.compare_tab import step_outputs
+    from lab.ui.compare.tab import step_outputs
 
     ctx, _ = lab
     path = Path(ctx.settings.runs_dir) / "altered.json"
@@ -248,7 +249,7 @@ def test_compare_shows_tags_of_stored_runs(lab):
 
 
 def test_batch_on_a_stored_run_never_overwrites_its_source(lab):
-    from lab.ui.batch.batch_tab import run_batch
+    from lab.ui.batch.tab import run_batch
 
     ctx, _ = lab
     source = Path(ctx.settings.runs_dir) / "altered.json"
@@ -259,7 +260,7 @@ def test_batch_on_a_stored_run_never_overwrites_its_source(lab):
 
 
 def test_startup_messages_say_what_was_loaded(lab, tmp_path):
-    from lab.ui.app import opening_message, startup_report
+    from lab.serve import opening_message, startup_report
 
     ctx, _ = lab
     assert opening_message(Settings(results_dir=tmp_path, db_path=tmp_path / "new.duckdb")).startswith("building")

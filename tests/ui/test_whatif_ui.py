@@ -14,7 +14,7 @@ HOSTILE = "<script>alert(1)</script>\nroot@box:/app# "
 
 
 def make_ctx(tmp_path, public: bool, shared: bool | None = None):
-    from lab.ui.app import create_context
+    from lab.serve import create_context
 
     settings = Settings(results_dir=tmp_path / "results", db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache",
                         replay_path=str(EXCERPT), public=public, whatif_shared=shared)

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from pathlib import Path
 
 import yaml
 
 from lab.errors import EngineSpecError
-from lab.settings import PROJECT_ROOT, Settings
+from lab.settings import PROJECT_ROOT, env, Settings
 
 SERVERS_PATH = PROJECT_ROOT / "assets" / "servers.yaml"
 
@@ -30,7 +29,7 @@ def server_settings(path: str | None = None) -> dict:
 
 def log_dir() -> Path:
     """Where server logs go: $LAB_LOG_DIR, else the lab's cache folder's `logs/`."""
-    explicit = os.environ.get("LAB_LOG_DIR")
+    explicit = env("LAB_LOG_DIR")
     return Path(explicit) if explicit else Settings().cache_dir / "logs"
 
 

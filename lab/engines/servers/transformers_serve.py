@@ -9,7 +9,6 @@ Options: `device` (auto), `dtype` (auto), any other `transformers serve` flag by
 """
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -21,11 +20,12 @@ from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
 from lab.engines.context import model_generation_config, read_context_length
 from lab.engines.spec import as_number
 from lab.errors import EngineSpecError
+from lab.settings import env
 
 
 def transformers_executable() -> str:
     """$LAB_TRANSFORMERS, else `transformers` beside sys.executable, else on PATH."""
-    explicit = os.environ.get("LAB_TRANSFORMERS")
+    explicit = env("LAB_TRANSFORMERS")
     if explicit:
         return explicit
     beside = Path(sys.executable).with_name("transformers")

@@ -33,6 +33,7 @@ from lab.engines.servers.lora_runtime import load_adapter, unload_adapter
 from lab.engines.servers.managed import MANAGED_OPTIONS, ManagedEngine
 from lab.engines.spec import as_bool, as_number, short_name
 from lab.errors import EngineLoadError, EngineSpecError
+from lab.settings import env
 
 GIB = 2**30
 
@@ -65,13 +66,13 @@ def typed_setting(key: str, value: object) -> object:
 
 def vllm_executable() -> str:
     """$LAB_VLLM, else `vllm` on PATH (its own environment; see docs/gpu.md)."""
-    return os.environ.get("LAB_VLLM") or shutil.which("vllm") or "vllm"
+    return env("LAB_VLLM") or shutil.which("vllm") or "vllm"
 
 
 def vllm_device(gpu_asked: bool = False) -> str:
     """`gpu` or `cpu` (vLLM's CPU backend): $LAB_VLLM_DEVICE, else `gpu` when a GPU is asked for or
     NVML sees one."""
-    forced = (os.environ.get("LAB_VLLM_DEVICE") or "").strip().lower()
+    forced = (env("LAB_VLLM_DEVICE") or "").strip().lower()
     if forced in ("cpu", "gpu"):
         return forced
     return "gpu" if gpu_asked or gpu_count() > 0 else "cpu"
@@ -256,7 +257,7 @@ class VLLMServerEngine(ManagedEngine):
         self.model_source = check_model_source(self.model_id)
         exe = vllm_executable()
         if not (shutil.which(exe) or Path(exe).is_file()):
-            where = f"LAB_VLLM={exe} does not exist" if os.environ.get("LAB_VLLM") else "no `vllm` on PATH and LAB_VLLM is not set"
+            where = f"LAB_VLLM={exe} does not exist" if env("LAB_VLLM") else "no `vllm` on PATH and LAB_VLLM is not set"
             raise EngineLoadError(f"cannot start '{exe}' for {self.name}: vLLM is not installed here ({where}); "
                                   f"{self.MISSING_HINT}")
         self.fit_context_to_model()

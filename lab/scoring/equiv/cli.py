@@ -12,6 +12,7 @@ from lab.scoring.equiv.registry import EquivContext
 from lab.scoring.equiv.score import equiv_step
 from lab.scoring.metrics import score_batch
 from lab.scoring.tokens import normalize_unit
+from lab.tb2lite import CORRECTED, SCORER_NAMES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", default=None, help="the user's home (`cd ~`, `cd $HOME`); unknown when left out")
     parser.add_argument("--ref", required=True, help='reference units as a JSON list of strings, e.g. \'["cd app", "ls -la"]\'')
     parser.add_argument("--pred", required=True, help="predicted units as a JSON list of strings")
-    parser.add_argument("--scorer", choices=("corrected", "legacy"), default="corrected",
+    parser.add_argument("--scorer", choices=SCORER_NAMES, default=CORRECTED,
                         help="scoring rules of the harness F1 beside it: corrected (default) or legacy (empty vs empty = 1.0)")
 
 

@@ -1,7 +1,6 @@
 """Load the equiv rules file (lab/scoring/equiv_rules.yaml, or LAB_EQUIV_RULES) and check it."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 import yaml
 
 from lab.errors import LabError
+from lab.settings import env
 
 DEFAULT_RULES_PATH = Path(__file__).resolve().parent.parent / "equiv_rules.yaml"
 RULES_ENV = "LAB_EQUIV_RULES"
@@ -35,8 +35,8 @@ class EquivConfig:
 
 def rules_path() -> Path:
     """The rules file in use: $LAB_EQUIV_RULES when set, else the shipped one."""
-    env = os.environ.get(RULES_ENV)
-    return Path(env).expanduser() if env else DEFAULT_RULES_PATH
+    explicit = env(RULES_ENV)
+    return Path(explicit).expanduser() if explicit else DEFAULT_RULES_PATH
 
 
 def parse_config(data: Any, name: str) -> EquivConfig:

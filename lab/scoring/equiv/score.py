@@ -11,6 +11,7 @@ from lab.scoring.equiv.pipeline import UNIT_OVERHEAD_CHARS, get_pipeline, side_c
 from lab.scoring.equiv.registry import EquivContext, EquivTooLarge
 from lab.scoring.metrics import StepMetrics, score_batch
 from lab.scoring.tokens import normalize_unit
+from lab.tb2lite import CORRECTED
 
 EQUIVALENT, CHAIN_PART = "equivalent", "chain_part"
 LABEL = "equiv F1 (not the published score)"
@@ -109,7 +110,7 @@ def _normalised(pipeline, p: Sequence[str], r: Sequence[str], ctx: EquivContext 
 def equiv_batch(
     rows: Iterable[tuple[Sequence[str], Sequence[str], EquivContext | None]],
     harness: Sequence[StepMetrics | None] | None = None,
-    scorer: str = "corrected",
+    scorer: str = CORRECTED,
     config: EquivConfig | None = None,
 ) -> list[EquivMetrics | None]:
     """equiv metrics of many (pred_units, ref_units, context) steps; None for a step past the
@@ -204,7 +205,7 @@ def equiv_step(
     ref_units: Sequence[str],
     context: EquivContext | None = None,
     harness: StepMetrics | None = None,
-    scorer: str = "corrected",
+    scorer: str = CORRECTED,
     config: EquivConfig | None = None,
 ) -> EquivStep:
     """Everything equiv about one step (for Compare's diff and column)."""

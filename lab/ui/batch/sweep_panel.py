@@ -20,12 +20,13 @@ from lab.sweep import progress as sweep_states
 from lab.sweep.options import ANSWERS as RUN_ANSWERS, REFERENCE as RUN_REFERENCE  # what the sweep runs
 from lab.sweep.plan import Cluster, Outcome, Sweep
 from lab.sweep.progress import JobProgress
-from lab.ui.batch.batch_rows import ANSWERS, BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
-from lab.ui.shell.context import LabContext
+from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, REFERENCE, BatchRow, filter_steps
+from lab.workspace import LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.public import SWEEP_OFF, sweep_allowed
 from lab.ui.shell.html_text import esc
-from lab.ui.shell.session import SessionEvents, current_session
+from lab.ui.shell.session import current_session
+from lab.visitors import SessionEvents
 from lab.ui.batch.sweep_view import SHOWN_STATES, STOPPING, SweepView, cluster_line, engine_rows, render_view
 
 MAX_SHARDS = 64

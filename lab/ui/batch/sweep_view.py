@@ -8,7 +8,7 @@ from typing import Sequence
 from lab.sweep import progress as sweep_states
 from lab.sweep.plan import Cluster
 from lab.sweep.progress import JobProgress
-from lab.ui.batch.batch_rows import BatchRow, render_aggregate
+from lab.ui.batch.rows import BatchRow, render_aggregate
 from lab.ui.shell.html_text import esc
 
 STOPPING = "stopping (actors killed; finished steps kept)"

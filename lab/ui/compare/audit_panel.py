@@ -9,7 +9,7 @@ from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
 from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
 from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
 from lab.ui.shell.model_text import model_facts_text
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.render_audit import audit_summary, render_audit_body
 from lab.ui.compare.step_view import AUDIT_DISPLAY_ONLY, AUDIT_ERROR, AUDIT_PENDING, AuditView, audit_view_from
 

@@ -13,11 +13,12 @@ from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.pipeline import run_steps
 from lab.security.paths import display_path, redact_paths
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.tb2lite import CORRECTED, LEGACY
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
 from lab.ui.compare.step_view import ABSENT, ERROR, EngineView, engine_view_from_result, engine_view_state
 
-LEGACY_SCORER = "legacy"
+LEGACY_SCORER = LEGACY
 
 
 def is_legacy(entry: EngineEntry) -> bool:
@@ -74,5 +75,5 @@ def replay_label(ctx: LabContext, entry: EngineEntry) -> tuple[str, str]:
 def scorer_badge_html(ctx: LabContext, entry: EngineEntry) -> str:
     """The badge of a stored column: which scorer and which replay it is compared on."""
     text, title = replay_label(ctx, entry)
-    kind = LEGACY_SCORER if is_legacy(entry) else "corrected"
+    kind = LEGACY_SCORER if is_legacy(entry) else CORRECTED
     return f'<span class="lab-tag" data-scorer="{kind}" title="{esc(title)}">{esc(text)}</span>'

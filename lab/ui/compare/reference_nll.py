@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lab.data.step import Step
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc, fmt
 
 NOT_RECORDED = "not recorded"

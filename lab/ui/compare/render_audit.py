@@ -47,6 +47,42 @@ def _tokens(n: int | None) -> str:
     return "unknown (no tokenizer)" if n is None else f"{n:,} tokens"
 
 
+def _fit_html(audit: AuditView) -> str:
+    """Whether the prompt fits the engine's budget, and what the engine does when it does not."""
+    if audit.fits is None:
+        fit = '<span class="lab-muted">unknown (no tokenizer to count with)</span>'
+    elif audit.fits:
+        fit = f'<span class="lab-ok">fits</span> · {audit.budget - (audit.n_tokens or 0):,} tokens to spare'
+    else:
+        fit = f'<span class="lab-bad">does not fit</span> · over by {(audit.n_tokens or 0) - audit.budget:,} tokens'
+        if audit.overlong == "shorten" and not audit.refused:
+            fit += (f" · vLLM <b>answers</b> it with max_tokens cut to what is left of the context: at most "
+                    f"<b>{audit.allowed_tokens or 0:,}</b> of {audit.max_tokens:,} new tokens (finish reason "
+                    "<code>length</code> when it runs out)")
+        elif audit.overlong == "shorten":
+            fit += (" · longer than the whole context by itself: vLLM <b>refuses</b> it (HTTP 400, its message "
+                    "is shown in the column); it never truncates")
+        elif audit.rejects:
+            fit += (" · <b>refused</b> before generation (the prompt is never truncated): the step gets an error "
+                    "naming it instead of an answer")
+    return fit
+
+
+def _cut_html(audit: AuditView) -> str:
+    """Where a truncation would cut the prompt, and what would be lost ("" when nothing would be)."""
+    cut = ""
+    if audit.cut_char is not None:
+        where = "end" if audit.cut_side == "right" else "start"
+        never = "" if audit.overlong == "truncate" else " (this engine never truncates: this is what would have to go)"
+        cut = (
+            f'<div class="lab-audit-cut"><div class="lab-subhead">truncation would cut at token '
+            f"{audit.cut_token:,} · char {audit.cut_char:,} ({audit.cut_side} side): the {where} of the prompt is "
+            f"lost — {audit.cut_tokens:,} tokens, {audit.cut_chars:,} chars, {audit.cut_lines:,} lines{never}</div>"
+            f'<pre class="lab-pre lab-audit-lost">{esc(chr(10).join(audit.cut_preview))}</pre></div>'
+        )
+    return cut
+
+
 def render_audit_body(audit: AuditView) -> str:
     """The audit panel's content: status, the model's own template, token counts, budget, cut."""
     if audit.state == AUDIT_PENDING:
@@ -99,35 +135,9 @@ def render_audit_body(audit: AuditView) -> str:
     rows.append(("tokens", tokens))
     rows.append(("budget", f"max_model_len {audit.max_model_len:,} − max_tokens {audit.max_tokens:,} = "
                            f"<b>{audit.budget:,}</b> prompt tokens"))
-    if audit.fits is None:
-        fit = '<span class="lab-muted">unknown (no tokenizer to count with)</span>'
-    elif audit.fits:
-        fit = f'<span class="lab-ok">fits</span> · {audit.budget - (audit.n_tokens or 0):,} tokens to spare'
-    else:
-        fit = f'<span class="lab-bad">does not fit</span> · over by {(audit.n_tokens or 0) - audit.budget:,} tokens'
-        if audit.overlong == "shorten" and not audit.refused:
-            fit += (f" · vLLM <b>answers</b> it with max_tokens cut to what is left of the context: at most "
-                    f"<b>{audit.allowed_tokens or 0:,}</b> of {audit.max_tokens:,} new tokens (finish reason "
-                    "<code>length</code> when it runs out)")
-        elif audit.overlong == "shorten":
-            fit += (" · longer than the whole context by itself: vLLM <b>refuses</b> it (HTTP 400, its message "
-                    "is shown in the column); it never truncates")
-        elif audit.rejects:
-            fit += (" · <b>refused</b> before generation (the prompt is never truncated): the step gets an error "
-                    "naming it instead of an answer")
-    rows.append(("fits", fit))
+    rows.append(("fits", _fit_html(audit)))
     body = "".join(f'<tr><th>{k}</th><td><div class="lab-cell">{v}</div></td></tr>' for k, v in rows)
-    cut = ""
-    if audit.cut_char is not None:
-        where = "end" if audit.cut_side == "right" else "start"
-        never = "" if audit.overlong == "truncate" else " (this engine never truncates: this is what would have to go)"
-        cut = (
-            f'<div class="lab-audit-cut"><div class="lab-subhead">truncation would cut at token '
-            f"{audit.cut_token:,} · char {audit.cut_char:,} ({audit.cut_side} side): the {where} of the prompt is "
-            f"lost — {audit.cut_tokens:,} tokens, {audit.cut_chars:,} chars, {audit.cut_lines:,} lines{never}</div>"
-            f'<pre class="lab-pre lab-audit-lost">{esc(chr(10).join(audit.cut_preview))}</pre></div>'
-        )
-    return f'<table class="lab-kv lab-audit-kv">{body}</table>{cut}'
+    return f'<table class="lab-kv lab-audit-kv">{body}</table>{_cut_html(audit)}'
 
 
 def render_audit_panel(audit: AuditView | None, engine_name: str, step_key: str) -> str:

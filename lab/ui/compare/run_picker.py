@@ -7,7 +7,7 @@ from typing import Callable
 import gradio as gr
 
 from lab.errors import LabError
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 
 LEGACY = "legacy_386"
 

@@ -9,7 +9,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.runs.samples import load_stability_defaults
-from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.samples_view import NONE, RUNNING, SampleSet, plan_sampling, render_samples, sample_engine, stored_set
 
 MAX_UI_SAMPLES = 50

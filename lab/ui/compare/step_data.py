@@ -9,7 +9,8 @@ from typing import Any
 from lab.data.step import Step
 from lab.runs.pipeline import parse_reference, run_steps
 from lab.scoring.action import ParsedAction
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.tb2lite import CORRECTED
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.heatmap import heatmap_figure
 from lab.ui.compare.inflight import Job, inflight_of
 from lab.ui.compare.legacy_column import answer_legacy_step, is_legacy
@@ -60,7 +61,7 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     if is_legacy(entry):  # a legacy run: its own step of the legacy replay, the legacy scorer
         return answer_legacy_step(ctx, entry, step)
     try:
-        result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", "corrected"))[0]
+        result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", CORRECTED))[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
         if view.state == READY and entry.kind == "stored":  # beside its F1: its model's score-reference figure
             view.ref_nll = reference_nll(ctx, entry, step, view.prompt_text)  # (a live model's: generate_views)

@@ -4,7 +4,7 @@ baseline; with several others their intervals are simultaneous (lab.store.paired
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.paired_html import comparison_html
 

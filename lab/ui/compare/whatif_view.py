@@ -10,10 +10,11 @@ from typing import Iterator
 import gradio as gr
 
 from lab.errors import LabError
-from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.step_data import answer_step, engine_view
 from lab.ui.compare.step_view import EngineView
 from lab.ui.compare.whatif_render import WHATIF_CSS, render_whatif_results
+from lab.ui.shell.wiring import bind
 from lab.whatif.apply import field_spans, field_text
 from lab.whatif.edit import FieldEdit, WhatIf
 from lab.whatif.run import WhatIfResult, run_whatif
@@ -155,6 +156,108 @@ def with_prompts(result: WhatIfResult, engine, step, whatif: WhatIf) -> None:
         result.original_prompt = result.edited_prompt = ""
 
 
+def session_of(request: gr.Request | None) -> str | None:
+    """The request's session, or None outside a request."""
+    return request.session_hash if request is not None else None
+
+
+def step_picked(ctx: LabContext, key: str | None, request: gr.Request | None = None):
+    """A step picked: its fields (the default one's text), its saved what-ifs, the ready engines."""
+    text_arguments(step=key)
+    choices = field_choices(ctx, key)
+    chosen = default_field(choices)
+    step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
+    value = field_text(step_obj, chosen) if step_obj is not None and chosen else ""
+    keeper = keeper_for(ctx, session_of(request))
+    return (gr.update(choices=choices, value=chosen), gr.update(value=value),
+            gr.update(choices=saved_choices(keeper, key), value=None),
+            gr.update(choices=engine_choices(ctx), value=None), "")
+
+
+def field_text_of(ctx: LabContext, key: str | None, name: str | None):
+    """The text of field `name` of step `key` (to edit, or to reset an edit)."""
+    text_arguments(step=key, field=name)
+    step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
+    if step_obj is None or not name:
+        return gr.update()
+    try:
+        return gr.update(value=field_text(step_obj, name))
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update()
+
+
+def run_edit(ctx: LabContext, key: str | None, name: str | None, new_text: str, note_text: str, full: bool,
+             request: gr.Request | None = None):
+    """Save the edit and re-run the edited step on every ready engine, each beside its original answer."""
+    text_arguments(step=key, field=name, text=new_text, note=note_text)
+    ctx.visitor_used()  # runs the edit on the engines: a generation
+    step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
+    if step_obj is None or not name:
+        gr.Warning("Pick a step and a field to edit first.")
+        return
+    keeper = keeper_for(ctx, session_of(request))
+    try:
+        whatif = WhatIf(key, (FieldEdit(name, field_text(step_obj, name), new_text or ""),), note_text or "",
+                        created_by="owner" if keeper.shared else "session")
+        keeper.save_edit(whatif)
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return
+    entries = [e for e in ctx.engine_entries() if e.state == "ready" and e.engine is not None]
+    for pairs in run_on_engines(ctx, keeper, whatif, entries):
+        yield render_whatif_results(whatif, pairs, where_kept(keeper), bool(full)), gr.update()
+    yield (render_whatif_results(whatif, pairs, where_kept(keeper), bool(full)),
+           gr.update(choices=saved_choices(keeper, key), value=whatif.edit_id))
+
+
+def show_saved(ctx: LabContext, edit_id: str | None, full: bool, request: gr.Request | None = None):
+    """A saved what-if's recorded answers."""
+    text_arguments(edit=edit_id)
+    if not edit_id:
+        return gr.update()
+    try:
+        return saved_results_html(ctx, keeper_for(ctx, session_of(request)), edit_id, bool(full))
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update()
+
+
+def replay_saved(ctx: LabContext, edit_id: str | None, engine_name: str | None, full: bool,
+                 request: gr.Request | None = None):
+    """Run a saved what-if again on one engine; its recorded answers then."""
+    text_arguments(edit=edit_id, engine=engine_name)
+    ctx.visitor_used()  # a replay on an engine is a generation
+    keeper = keeper_for(ctx, session_of(request))
+    entry = next((e for e in ctx.engine_entries() if e.name == engine_name and e.state == "ready"), None)
+    if not edit_id or entry is None:
+        gr.Warning("Pick a saved what-if and a ready engine first.")
+        return gr.update()
+    try:
+        whatif = keeper.get_edit(edit_id)
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update()
+    if ctx.replay is None or whatif.step_key not in ctx.replay.by_key:
+        gr.Warning(f"step {whatif.step_key} is not in the loaded replay data")
+        return gr.update()
+    for _ in run_on_engines(ctx, keeper, whatif, [entry]):
+        pass
+    return saved_results_html(ctx, keeper, edit_id, bool(full))
+
+
+def export_whatifs(ctx: LabContext, request: gr.Request | None = None):
+    """Every what-if the visitor (or the shared store) holds, as a JSONL file."""
+    keeper = keeper_for(ctx, session_of(request))
+    from lab.ui.shell.exports import EXPORTS  # short-lived, swept folders, removed at exit like the others
+
+    path = EXPORTS.new_dir() / "whatifs.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        n = export_jsonl(keeper, handle)
+    gr.Info(f"exported {n} what-if edit(s)")
+    return gr.update(value=str(path), visible=True)
+
+
 @dataclass
 class WhatIfView:
     """The panel's components (for tests and other tabs)."""
@@ -193,100 +296,15 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
             export = gr.Button("Export what-ifs (JSONL)", elem_id="lab-whatif-export", scale=1)
         export_file = gr.File(label="export", visible=False, elem_id="lab-whatif-file")
 
-    def session_of(request: gr.Request | None) -> str | None:
-        return request.session_hash if request is not None else None
-
-    def on_step(key: str | None, request: gr.Request | None = None):
-        text_arguments(step=key)
-        choices = field_choices(ctx, key)
-        chosen = default_field(choices)
-        step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
-        value = field_text(step_obj, chosen) if step_obj is not None and chosen else ""
-        keeper = keeper_for(ctx, session_of(request))
-        return (gr.update(choices=choices, value=chosen), gr.update(value=value),
-                gr.update(choices=saved_choices(keeper, key), value=None),
-                gr.update(choices=engine_choices(ctx), value=None), "")
-
-    def on_field(key: str | None, name: str | None):
-        text_arguments(step=key, field=name)
-        step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
-        if step_obj is None or not name:
-            return gr.update()
-        try:
-            return gr.update(value=field_text(step_obj, name))
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update()
-
-    def on_run(key: str | None, name: str | None, new_text: str, note_text: str, full: bool,
-               request: gr.Request | None = None):
-        text_arguments(step=key, field=name, text=new_text, note=note_text)
-        ctx.visitor_used()  # runs the edit on the engines: a generation
-        step_obj = ctx.replay.by_key.get(key) if ctx.replay and key else None
-        if step_obj is None or not name:
-            gr.Warning("Pick a step and a field to edit first.")
-            return
-        keeper = keeper_for(ctx, session_of(request))
-        try:
-            whatif = WhatIf(key, (FieldEdit(name, field_text(step_obj, name), new_text or ""),), note_text or "",
-                            created_by="owner" if keeper.shared else "session")
-            keeper.save_edit(whatif)
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return
-        entries = [e for e in ctx.engine_entries() if e.state == "ready" and e.engine is not None]
-        for pairs in run_on_engines(ctx, keeper, whatif, entries):
-            yield render_whatif_results(whatif, pairs, where_kept(keeper), bool(full)), gr.update()
-        yield (render_whatif_results(whatif, pairs, where_kept(keeper), bool(full)),
-               gr.update(choices=saved_choices(keeper, key), value=whatif.edit_id))
-
-    def on_saved(edit_id: str | None, full: bool, request: gr.Request | None = None):
-        text_arguments(edit=edit_id)
-        if not edit_id:
-            return gr.update()
-        try:
-            return saved_results_html(ctx, keeper_for(ctx, session_of(request)), edit_id, bool(full))
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update()
-
-    def on_replay(edit_id: str | None, engine_name: str | None, full: bool, request: gr.Request | None = None):
-        text_arguments(edit=edit_id, engine=engine_name)
-        ctx.visitor_used()  # a replay on an engine is a generation
-        keeper = keeper_for(ctx, session_of(request))
-        entry = next((e for e in ctx.engine_entries() if e.name == engine_name and e.state == "ready"), None)
-        if not edit_id or entry is None:
-            gr.Warning("Pick a saved what-if and a ready engine first.")
-            return gr.update()
-        try:
-            whatif = keeper.get_edit(edit_id)
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update()
-        if ctx.replay is None or whatif.step_key not in ctx.replay.by_key:
-            gr.Warning(f"step {whatif.step_key} is not in the loaded replay data")
-            return gr.update()
-        for _ in run_on_engines(ctx, keeper, whatif, [entry]):
-            pass
-        return saved_results_html(ctx, keeper, edit_id, bool(full))
-
-    def on_export(request: gr.Request | None = None):
-        keeper = keeper_for(ctx, session_of(request))
-        from lab.ui.shell.exports import EXPORTS  # short-lived, swept folders, removed at exit like the others
-
-        path = EXPORTS.new_dir() / "whatifs.jsonl"
-        with path.open("w", encoding="utf-8") as handle:
-            n = export_jsonl(keeper, handle)
-        gr.Info(f"exported {n} what-if edit(s)")
-        return gr.update(value=str(path), visible=True)
-
     reset_inputs = [step, field]
-    step.change(on_step, step, [field, text, saved, engine, out], show_progress="hidden", api_visibility="private")
-    field.input(on_field, reset_inputs, text, show_progress="hidden", api_visibility="private")
-    reset.click(on_field, reset_inputs, text, show_progress="hidden", api_visibility="private")
-    ran = run.click(on_run, [step, field, text, note, show_all], [out, saved], show_progress="minimal",
+    step.change(bind(step_picked, ctx), step, [field, text, saved, engine, out], show_progress="hidden",
+                api_visibility="private")
+    field.input(bind(field_text_of, ctx), reset_inputs, text, show_progress="hidden", api_visibility="private")
+    reset.click(bind(field_text_of, ctx), reset_inputs, text, show_progress="hidden", api_visibility="private")
+    ran = run.click(bind(run_edit, ctx), [step, field, text, note, show_all], [out, saved], show_progress="minimal",
                     api_name="whatif_run")
-    saved.input(on_saved, [saved, show_all], out, show_progress="hidden", api_visibility="private")
-    replay.click(on_replay, [saved, engine, show_all], out, show_progress="minimal", api_name="whatif_replay")
-    export.click(on_export, None, export_file, show_progress="hidden", api_name="whatif_export")
+    saved.input(bind(show_saved, ctx), [saved, show_all], out, show_progress="hidden", api_visibility="private")
+    replay.click(bind(replay_saved, ctx), [saved, engine, show_all], out, show_progress="minimal",
+                 api_name="whatif_replay")
+    export.click(bind(export_whatifs, ctx), None, export_file, show_progress="hidden", api_name="whatif_export")
     return WhatIfView(field, text, run, out, ran)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 def export_max_age() -> float:
     """Seconds an export stays on disk (LAB_EXPORT_MAX_AGE_S, else public_limits.yaml)."""
-    from lab.ui.shell.session import public_limit
+    from lab.visitors import public_limit
 
     return public_limit("export_max_age_s")
 

@@ -2,7 +2,7 @@
 (the Engines table and Compare's prompt audit both show it)."""
 from __future__ import annotations
 
-from lab.ui.shell.context import EngineEntry
+from lab.workspace import EngineEntry
 
 
 def model_facts_text(e: EngineEntry) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from lab.settings import Settings
+from lab.settings import env, on_space, Settings
 
 PROXIES_FILE = Path(__file__).with_name("proxies.yaml")
 TRUSTED_ENV = "LAB_TRUSTED_PROXIES"
@@ -39,11 +39,11 @@ def _normalised(entry: str) -> str | None:
 
 def trusted_proxies() -> list[str]:
     """The addresses and networks whose X-Forwarded-For is believed (entries that are neither are dropped)."""
-    raw = os.environ.get(TRUSTED_ENV)
+    raw = env(TRUSTED_ENV)
     if raw is not None and raw.strip():
         entries = [] if raw.strip().lower() == "none" else raw.split(",")
     else:
-        entries = _defaults()["space" if os.environ.get("SPACE_ID") else "default"]
+        entries = _defaults()["space" if on_space() else "default"]
     return [n for n in (_normalised(str(e).strip()) for e in entries) if n]
 
 

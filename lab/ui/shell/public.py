@@ -2,30 +2,24 @@
 
 Visitors browse, compare, filter and export. They cannot write to results/ or the results
 store (no batch runs; tags, notes and saved slices only with LAB_PUBLIC_ANNOTATIONS=1), cannot
-upload, and the engines they add are theirs alone (lab.ui.shell.session). The owner's local lab is
+upload, and the engines they add are theirs alone (lab.visitors). The owner's local lab is
 unchanged.
 """
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
 import gradio as gr
 
-from lab.booleans import parse_bool
-from lab.settings import Settings
-from lab.ui.shell.context import LabContext
-from lab.ui.shell.session import SessionEngines, current_session, public_limit
+from lab.settings import env, Settings
+from lab.ui.shell.session import current_session
+from lab.visitors import public_limit
+from lab.workspace import LabContext
 
 log = logging.getLogger(__name__)
 
-ANNOTATIONS_ENV = "LAB_PUBLIC_ANNOTATIONS"
-NO_WRITES = (
-    "this public deployment does not let visitors write to the results store (tags, notes, saved "
-    f"slices); the owner can allow tags, notes and saved slices with {ANNOTATIONS_ENV}=1"
-)
 BATCH_OFF = (
     "Batch runs are off on this public deployment: they would write into the shared results. "
     "Run the lab locally (python app.py) or use python -m lab replay."
@@ -37,48 +31,6 @@ SWEEP_OFF = (
 )
 
 
-PUBLIC_ENV = "LAB_PUBLIC"
-
-
-def reaches_beyond_this_machine(host: str) -> bool:
-    """Whether binding `host` serves other machines: any address it stands for that is not loopback
-    (`0.0.0.0`, `::`, a LAN address or a name for one). A name that does not resolve is left to
-    launch() (which says so in one line)."""
-    import ipaddress
-    import socket
-
-    name = host.strip().strip("[]")
-    if name.lower() == "localhost":
-        return False
-    try:
-        addresses = {ipaddress.ip_address(name)}
-    except ValueError:
-        try:
-            addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in socket.getaddrinfo(name, None)}
-        except (OSError, UnicodeError, ValueError):
-            return False
-    return any(not (getattr(a, "ipv4_mapped", None) or a).is_loopback for a in addresses)
-
-
-def exposure_problem(host: str, settings: Settings) -> str | None:
-    """Why the lab will not serve on `host`, or None. The owner's lab (not public mode) runs Batch and
-    sweeps and reads any path: served beyond this machine (`--host 0.0.0.0`, a container's default),
-    anyone who reaches the port could. So that takes a choice: LAB_PUBLIC=1 (what a visitor may do:
-    docs/security.md), or LAB_PUBLIC=0 to serve the owner's lab there anyway (a trusted network)."""
-    if settings.public or parse_bool(os.environ.get(PUBLIC_ENV, "")) is False:
-        return None
-    if not reaches_beyond_this_machine(host):
-        return None
-    return (f"--host {host} (or $GRADIO_SERVER_NAME) serves this lab beyond this machine, and it is the owner's lab "
-            "(Batch, sweeps, any path): set LAB_PUBLIC=1 to serve it in public mode, LAB_PUBLIC=0 to serve the owner's "
-            "lab there anyway, or --host 127.0.0.1")
-
-
-def visitor_annotations_allowed() -> bool:
-    """Whether the owner lets visitors add tags, notes and saved slices (LAB_PUBLIC_ANNOTATIONS=1)."""
-    return bool(parse_bool(os.environ.get(ANNOTATIONS_ENV, "") or "0"))
-
-
 def batch_allowed(settings: Settings) -> bool:
     """Batch runs write result files and import them: the owner's local lab only."""
     return not settings.public
@@ -87,20 +39,6 @@ def batch_allowed(settings: Settings) -> bool:
 def sweep_allowed(settings: Settings) -> bool:
     """Cluster sweeps use the owner's Ray cluster and write runs: the owner's local lab only."""
     return not settings.public
-
-
-def apply_public_policy(ctx: LabContext) -> None:
-    """In public mode: engines per visitor session, a read-only store (unless the owner allows
-    annotations), and start-up messages without server paths."""
-    if not ctx.settings.public:
-        return
-    ctx.sessions = SessionEngines()
-    # LAB_WHATIF_SHARED=1 is the owner opening the shared store to visitors' what-ifs: no guard then
-    if ctx.store is not None and not visitor_annotations_allowed() and not ctx.settings.whatif_shared:
-        ctx.store.refuse_writes = NO_WRITES
-    ctx.store_error = ctx.shown_text(ctx.store_error)
-    ctx.replay_error = ctx.shown_text(ctx.replay_error)
-    ctx.startup_warnings[:] = [ctx.shown_text(w) for w in ctx.startup_warnings]
 
 
 def watch_sessions(demo: gr.Blocks, ctx: LabContext) -> None:
@@ -133,9 +71,9 @@ def start_idle_sweeper(ctx: LabContext) -> threading.Thread:
 def queue_options(settings: Settings) -> dict:
     """demo.queue() options: at most 8 events at once per handler; on a public deployment the
     queue is bounded too, so a flood of requests is refused instead of slowing everybody."""
-    options: dict = {"default_concurrency_limit": int(os.environ.get("LAB_CONCURRENCY", 8))}
+    options: dict = {"default_concurrency_limit": int(env("LAB_CONCURRENCY", 8))}
     if settings.public:
-        options["max_size"] = int(os.environ.get("LAB_QUEUE_MAX", 64))
+        options["max_size"] = int(env("LAB_QUEUE_MAX", 64))
     return options
 
 
@@ -144,8 +82,8 @@ def launch_limits(settings: Settings | None = None) -> dict:
     locally and nothing at all on a public deployment (a limit of -1 bytes refuses empty and
     1-byte files too). The lab has no upload component, so nothing legitimate is refused."""
     public = (settings or Settings()).public
-    limits: dict = {"max_file_size": os.environ.get("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
-    if public and not os.environ.get("LAB_MAX_UPLOAD"):
+    limits: dict = {"max_file_size": env("LAB_MAX_UPLOAD") or (-1 if public else "1mb")}
+    if public and not env("LAB_MAX_UPLOAD"):
         from starlette.middleware import Middleware
 
         limits["app_kwargs"] = {"middleware": [Middleware(RefuseUploads)]}  # empty files too

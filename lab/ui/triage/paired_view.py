@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.ui.shell.paired_html import comparison_html
 
 

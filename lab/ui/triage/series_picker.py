@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from lab.errors import LabError
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.ui.shell.html_text import esc
 
 NO_SLICE = "(no slice)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from lab.errors import LabError
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.ui.shell.html_text import esc
 
 ALL = "all published runs"

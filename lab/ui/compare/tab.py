@@ -12,10 +12,11 @@ from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.settings import PROJECT_ROOT
 from lab.ui.compare.audit_panel import audit_answer, column_audits
-from lab.ui.shell.context import EngineEntry, LabContext, LRUCache
+from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.legacy_column import scorer_badge_html
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
+from lab.ui.shell.wiring import bind
 from lab.ui.compare.render_html import render_columns, render_context, render_f1_gap
 from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
 from lab.ui.compare.samples_panel import build_samples_panel
@@ -215,7 +216,7 @@ def await_jobs(ctx: LabContext, step: Step, jobs: dict[str, Job]) -> Iterator[li
 def generate_views(ctx: LabContext, key: str) -> Iterator[list[EngineView]]:
     """Run every ready engine without an answer concurrently (an answer another Generate is generating is
     awaited, not started again); yield the columns as each answers. Each yield has the engines of that
-    moment, each shown as it is then (lab.ui.compare.compare_tab.step_columns)."""
+    moment, each shown as it is then (lab.ui.compare.tab.step_columns)."""
     step = ctx.replay.by_key[key]
     jobs = start_answers(ctx, key)
     yield step_columns(ctx, step)
@@ -270,6 +271,8 @@ class CompareTab:
     # session -> the step painted last, by a switch in Compare, a step opened from another tab, or a Generate
     # as it began: a Generate of another step stops painting
     shown: LRUCache = field(default_factory=lambda: LRUCache(1024))
+    # session -> (the step its last prev/next came from, the step it went to)
+    moves: LRUCache = field(default_factory=lambda: LRUCache(1024))
 
     def painted(self, request: gr.Request | None, key: str | None) -> None:
         """Note that `request`'s session shows step `key` from now on (a switch's paint as it leaves, or a
@@ -313,6 +316,184 @@ def no_replay_panel(ctx: LabContext) -> str:
     )
 
 
+# ---- the handlers: module-level functions of the lab (and the tab), wired by `wire_compare_tab` -----------
+def show_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, heat: str | None,
+              request: gr.Request | None = None, heat_now: bool = True) -> tuple:
+    """Switch to step `key` (its columns, context, F1 box; the heatmap unless `heat_now` is False)."""
+    key = step_key_argument(key)
+    if request is not None:
+        view.moves.drop(lambda k: k == request.session_hash)
+    if ctx.replay is None:
+        return tuple(gr.update() for _ in view.switch_outputs)
+    out = step_outputs(ctx, key, bool(full), heat)
+    view.painted(request, out.step_key)  # as it leaves: of two switches at once, the one painted last counts
+    return view.updates(out, heat=heat_now)
+
+
+def show_task(ctx: LabContext, view: CompareTab, task_id: str, full: bool, heat: str | None,
+              request: gr.Request | None = None, heat_now: bool = True) -> tuple:
+    """Switch to the first step of task `task_id`."""
+    steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
+    return show_step(ctx, view, steps[0].key if steps else None, full, heat, request, heat_now)
+
+
+def show_step_fast(ctx: LabContext, view: CompareTab, key: str | None, full: bool, heat: str | None,
+                   request: gr.Request | None = None) -> tuple:
+    """`show_step`, leaving the heatmap to the event chained after it."""
+    return show_step(ctx, view, key, full, heat, request, heat_now=False)
+
+
+def show_task_fast(ctx: LabContext, view: CompareTab, task_id: str, full: bool, heat: str | None,
+                   request: gr.Request | None = None) -> tuple:
+    """`show_task`, leaving the heatmap to the event chained after it."""
+    return show_task(ctx, view, task_id, full, heat, request, heat_now=False)
+
+
+def move_step(ctx: LabContext, view: CompareTab, offset: int, key: str | None, full: bool, heat: str | None,
+              request: gr.Request | None = None) -> tuple:
+    """prev/next: the step `offset` steps away. A press made before the previous move's answer arrived still
+    carries the old step: it continues from where that move went, so `j j` moves two steps even on a slow
+    server. The heatmap follows in its own event."""
+    key = step_key_argument(key)
+    session = request.session_hash if request is not None else None
+    last = view.moves.get(session) if session else None
+    base = last[1] if last and last[0] == key else key
+    target = neighbour_key(ctx, base, offset)
+    if session:
+        view.moves.put(session, (key, target))
+    if ctx.replay is None:
+        return show_step(ctx, view, None, full, heat)
+    out = step_outputs(ctx, target, bool(full), heat)
+    view.painted(request, out.step_key)
+    return view.updates(out, heat=False)  # the heatmap follows
+
+
+def draw_heat(ctx: LabContext, key: str | None, heat: str | None) -> Any:
+    """The heatmap of the step shown, in its own event after a switch has painted the columns."""
+    key = step_key_argument(key)
+    if ctx.replay is None or key not in ctx.replay.by_key:
+        return gr.update()
+    step_obj = ctx.replay.by_key[key]
+    views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
+    return heatmap_for(ctx, step_obj, views, heat)[0]
+
+
+def moved_on(view: CompareTab, request: gr.Request | None, key: str) -> bool:
+    """The session switched to another step since a Generate (or a follow) of step `key` began: its columns
+    must not be painted over that step's (the answers still land in the cache and show when `key` is
+    opened again)."""
+    session = request.session_hash if request is not None else None
+    painted = view.shown.get(session) if session else None
+    return painted is not None and painted != key
+
+
+def columns_painter(ctx: LabContext, step_obj: Step, full: bool) -> Callable[[list[EngineView]], str]:
+    """HTML of the columns of the engines of each moment (one picked or removed meanwhile included); their
+    badges are read again only when the engines change."""
+    names: list[str] | None = None
+    badges: dict[str, str] = {}
+
+    def paint(columns: list[EngineView]) -> str:
+        nonlocal names, badges
+        entries = ctx.engine_entries()
+        if [e.name for e in entries] != names:
+            names, badges = [e.name for e in entries], column_badges(ctx, entries, step_obj.key)
+        return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
+
+    return paint
+
+
+def generate_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, heat: str | None,
+                  request: gr.Request | None = None) -> Iterator[tuple]:
+    """Generate on every ready engine: the columns as answers arrive, then the F1 box and the heatmap."""
+    key = step_key_argument(key)
+    if ctx.replay is None or key not in ctx.replay.by_key:
+        gr.Warning("Pick a step first (no replay data loaded).")
+        return
+    ctx.visitor_used()  # a generation: a visitor's engines are in use
+    if not any(e.state == "ready" for e in ctx.engine_entries()):
+        gr.Info("No ready engine: add one in the Engines tab.")
+    # the step this Generate paints is the one the session shows now, until a switch paints another
+    view.painted(request, key)
+    step_obj = ctx.replay.by_key[key]
+    columns_now = columns_painter(ctx, step_obj, bool(full))
+    views: list[EngineView] = []
+    pair_block = stored_pair_html(ctx, ctx.engine_entries())  # stored columns: the run-level verdict stays on top
+    for views in generate_views(ctx, key):
+        if moved_on(view, request, key):
+            continue  # keep generating into the cache, paint nothing
+        yield columns_now(views), pair_block + render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+    if moved_on(view, request, key):
+        return
+    fig, spec = heatmap_for(ctx, step_obj, views, heat)
+    yield (columns_now(views), pair_block + render_f1_gap(f1_gap(views)),
+           gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
+
+
+def follow_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool,
+                request: gr.Request | None = None) -> Iterator[tuple]:
+    """The answers to the step shown that are being generated (started by another Generate, another page, a
+    page since reloaded): "generating…" with their progress until each is in; nothing when none runs."""
+    key = step_key_argument(key)
+    painted = False
+    if ctx.replay is not None and key in ctx.replay.by_key and inflight_of(ctx).running_on(key):
+        columns_now = columns_painter(ctx, ctx.replay.by_key[key], bool(full))
+        pair_block = stored_pair_html(ctx, ctx.engine_entries())  # as a Generate paints the F1 box
+        for views in follow_views(ctx, key):
+            if moved_on(view, request, key):
+                break
+            painted = True
+            yield columns_now(views), pair_block + render_f1_gap(f1_gap(views))
+    if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
+        yield gr.skip(), gr.skip()
+
+
+def download_replay(ctx: LabContext, view: CompareTab) -> tuple:
+    """Download the public replay file (the owner's lab only): the banner and button go, the first step shows."""
+    unchanged = (gr.update(), gr.update()) + tuple(gr.update() for _ in view.switch_outputs)
+    if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
+        gr.Warning("This public deployment does not let visitors download or replace the replay.")
+        return unchanged
+    try:
+        ctx.download_replay()
+    except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
+        gr.Warning(f"Download failed: {exc}. Point the lab at a local replay file instead: {LOCAL_REPLAY_HINT}.")
+        return unchanged
+    gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
+    warm_instant_engines(ctx)
+    out = step_outputs(ctx, None)
+    ups = list(view.updates(out))
+    ups[0] = gr.update(choices=task_choices(ctx), value=out.task_id)
+    return (gr.update(visible=False), gr.update(visible=False), *ups)
+
+
+def page_loaded(ctx: LabContext) -> tuple:
+    """A reload after the replay arrived (in another tab or session): no banner, the tasks listed."""
+    if ctx.replay is None:
+        return gr.update(), gr.update(), gr.update()
+    return gr.update(visible=False), gr.update(visible=False), gr.update(choices=task_choices(ctx))
+
+
+# ---- the layout and its wiring ---------------------------------------------------------------------------
+@dataclass
+class CompareLayout:
+    """The Compare tab's components its events use (beyond CompareTab's)."""
+
+    notice: gr.HTML
+    download: gr.Button
+    prev: gr.Button
+    next: gr.Button
+    generate: gr.Button
+    columns_html: gr.HTML
+    f1_html: gr.HTML
+    heat_plot: gr.Plot
+    whatif: Any
+    audit_request: gr.Textbox
+    audit_go: gr.Button
+    audit_answer: gr.Textbox
+    picker: Any
+
+
 def build_compare_tab(ctx: LabContext) -> CompareTab:
     """Lay out the Compare tab and wire its events."""
     with gr.Tab("Compare", id="compare") as tab:
@@ -351,187 +532,60 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
-    wire_run_picker(ctx, picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), step, tab)
-    moves = LRUCache(1024)  # session -> (step the last prev/next came from, step it went to)
-    shown = view.shown
+    layout = CompareLayout(notice, download, prev, nxt, generate, columns_html, f1_html, heat_plot, whatif,
+                           audit_request, audit_go, audit_answer_box, picker)
+    wire_compare_tab(ctx, view, layout)
+    return view
 
-    def show(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None,
-             heat_now: bool = True):
-        key = step_key_argument(key)
-        if request is not None:
-            moves.drop(lambda k: k == request.session_hash)
-        if ctx.replay is None:
-            return tuple(gr.update() for _ in outputs)
-        out = step_outputs(ctx, key, bool(full), heat)
-        view.painted(request, out.step_key)  # as it leaves: of two switches at once, the one painted last counts
-        return view.updates(out, heat=heat_now)
 
-    def on_task(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None,
-                heat_now: bool = True):
-        steps = ctx.replay.steps_for_task(task_id) if ctx.replay else []
-        return show(steps[0].key if steps else None, full, heat, request, heat_now)
-
-    def show_fast(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
-        """`show`, leaving the heatmap to the event chained after it."""
-        return show(key, full, heat, request, heat_now=False)
-
-    def on_task_fast(task_id: str, full: bool, heat: str | None, request: gr.Request | None = None):
-        """`on_task`, leaving the heatmap to the event chained after it."""
-        return on_task(task_id, full, heat, request, heat_now=False)
-
-    def on_move(offset: int):
-        def move(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
-            # A press made before the previous move's answer arrived still carries the old step:
-            # continue from where that move went, so `j j` moves two steps even on a slow server.
-            key = step_key_argument(key)
-            session = request.session_hash if request is not None else None
-            last = moves.get(session) if session else None
-            base = last[1] if last and last[0] == key else key
-            target = neighbour_key(ctx, base, offset)
-            if session:
-                moves.put(session, (key, target))
-            if ctx.replay is None:
-                return show(None, full, heat)
-            out = step_outputs(ctx, target, bool(full), heat)
-            view.painted(request, out.step_key)
-            return view.updates(out, heat=False)  # the heatmap follows
-
-        return move
-
-    def draw_heat(key: str | None, heat: str | None):
-        """The heatmap of the step shown, in its own event after a switch has painted the columns."""
-        key = step_key_argument(key)
-        if ctx.replay is None or key not in ctx.replay.by_key:
-            return gr.update()
-        step_obj = ctx.replay.by_key[key]
-        views = [engine_view(ctx, e, step_obj, compute_instant=False) for e in ctx.engine_entries()]
-        return heatmap_for(ctx, step_obj, views, heat)[0]
-
-    def moved_on(request: gr.Request | None, key: str) -> bool:
-        """The session switched to another step since a Generate (or a follow) of step `key` began: its columns
-        must not be painted over that step's (the answers still land in the cache and show when `key` is
-        opened again)."""
-        session = request.session_hash if request is not None else None
-        painted = shown.get(session) if session else None
-        return painted is not None and painted != key
-
-    def columns_painter(step_obj: Step, full: bool) -> Callable[[list[EngineView]], str]:
-        """HTML of the columns of the engines of each moment (one picked or removed meanwhile included); their
-        badges are read again only when the engines change."""
-        names: list[str] | None = None
-        badges: dict[str, str] = {}
-
-        def paint(columns: list[EngineView]) -> str:
-            nonlocal names, badges
-            entries = ctx.engine_entries()
-            if [e.name for e in entries] != names:
-                names, badges = [e.name for e in entries], column_badges(ctx, entries, step_obj.key)
-            return step_columns_html(ctx, entries, step_obj, columns, bool(full), badges)
-
-        return paint
-
-    def on_generate(key: str | None, full: bool, heat: str | None, request: gr.Request | None = None):
-        key = step_key_argument(key)
-        if ctx.replay is None or key not in ctx.replay.by_key:
-            gr.Warning("Pick a step first (no replay data loaded).")
-            return
-        ctx.visitor_used()  # a generation: a visitor's engines are in use
-        if not any(e.state == "ready" for e in ctx.engine_entries()):
-            gr.Info("No ready engine: add one in the Engines tab.")
-        # the step this Generate paints is the one the session shows now, until a switch paints another
-        view.painted(request, key)
-        step_obj = ctx.replay.by_key[key]
-        columns_now = columns_painter(step_obj, bool(full))
-        views: list[EngineView] = []
-        pair_block = stored_pair_html(ctx, ctx.engine_entries())  # stored columns: the run-level verdict stays on top
-        for views in generate_views(ctx, key):
-            if moved_on(request, key):
-                continue  # keep generating into the cache, paint nothing
-            yield columns_now(views), pair_block + render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
-        if moved_on(request, key):
-            return
-        fig, spec = heatmap_for(ctx, step_obj, views, heat)
-        yield (columns_now(views), pair_block + render_f1_gap(f1_gap(views)),
-               gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
-
-    def on_follow(key: str | None, full: bool, request: gr.Request | None = None):
-        """The answers to the step shown that are being generated (started by another Generate, another page, a
-        page since reloaded): "generating…" with their progress until each is in; nothing when none runs."""
-        key = step_key_argument(key)
-        painted = False
-        if ctx.replay is not None and key in ctx.replay.by_key and inflight_of(ctx).running_on(key):
-            columns_now = columns_painter(ctx.replay.by_key[key], bool(full))
-            pair_block = stored_pair_html(ctx, ctx.engine_entries())  # as a Generate paints the F1 box
-            for views in follow_views(ctx, key):
-                if moved_on(request, key):
-                    break
-                painted = True
-                yield columns_now(views), pair_block + render_f1_gap(f1_gap(views))
-        if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
-            yield gr.skip(), gr.skip()
-
-    def on_download():
-        if ctx.settings.public:  # the replay is the owner's (LAB_REPLAY); a visitor never replaces it
-            gr.Warning("This public deployment does not let visitors download or replace the replay.")
-            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
-        try:
-            ctx.download_replay()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, never a traceback
-            gr.Warning(f"Download failed: {exc}. Point the lab at a local replay file instead: {LOCAL_REPLAY_HINT}.")
-            return (gr.update(), gr.update()) + tuple(gr.update() for _ in outputs)
-        gr.Info(f"Replay loaded: {len(ctx.replay.steps)} steps from {ctx.replay.path}")
-        warm_instant_engines(ctx)
-        out = step_outputs(ctx, None)
-        ups = list(view.updates(out))
-        ups[0] = gr.update(choices=task_choices(ctx), value=out.task_id)
-        return (gr.update(visible=False), gr.update(visible=False), *ups)
-
-    inputs = [step, show_all, heat_engine]
+def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> None:
+    """Wire the Compare tab's events to the handlers above."""
+    wire_run_picker(ctx, ui.picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), view.step,
+                    view.tab)
+    outputs, inputs = view.switch_outputs, [view.step, view.show_all, view.heat_engine]
+    show = bind(show_step, ctx, view)
     # A Generate still streaming must not paint its step over the one the user moved to: every move
     # cancels it (its engines' answers still land in the cache and show when that step is opened again).
     # "multiple": a press while an earlier Generate still streams (a slow engine) is not dropped: it reads the
     # engines' states then and starts those ready since, awaiting the answers the first one started.
-    generating = generate.click(
-        on_generate, inputs, [columns_html, f1_html, heat_engine, heat_plot, notice],
+    generating = ui.generate.click(
+        bind(generate_step, ctx, view), inputs,
+        [ui.columns_html, ui.f1_html, view.heat_engine, ui.heat_plot, ui.notice],
         show_progress="minimal", api_name="generate", trigger_mode="multiple",
     )
     fast = {"outputs": outputs, "show_progress": "hidden", "cancels": [generating]}
     switches = [
-        task.input(on_task_fast, [task, show_all, heat_engine], api_visibility="private", **fast),
-        step.input(show_fast, inputs, api_name="show_step", **fast),
-        # "multiple": a second press while the first is pending is queued, not dropped (see `moves`)
-        prev.click(on_move(-1), inputs, api_name="prev_step", trigger_mode="multiple", **fast),
-        nxt.click(on_move(+1), inputs, api_name="next_step", trigger_mode="multiple", **fast),
+        view.task.input(bind(show_task_fast, ctx, view), [view.task, view.show_all, view.heat_engine],
+                        api_visibility="private", **fast),
+        view.step.input(bind(show_step_fast, ctx, view), inputs, api_name="show_step", **fast),
+        # "multiple": a second press while the first is pending is queued, not dropped (see CompareTab.moves)
+        ui.prev.click(bind(move_step, ctx, view, -1), inputs, api_name="prev_step", trigger_mode="multiple", **fast),
+        ui.next.click(bind(move_step, ctx, view, +1), inputs, api_name="next_step", trigger_mode="multiple", **fast),
     ]
-    show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    view.show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    heat = bind(draw_heat, ctx)
     for switched in switches:  # the heatmap follows each fast switch once its columns are painted;
         # "always_last": a switch that ends while the previous heatmap is still drawing is drawn after it
-        switched.then(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private",
-                      trigger_mode="always_last")
-    heat_engine.input(draw_heat, [step, heat_engine], heat_plot, show_progress="hidden", api_visibility="private")
+        switched.then(heat, [view.step, view.heat_engine], ui.heat_plot, show_progress="hidden",
+                      api_visibility="private", trigger_mode="always_last")
+    view.heat_engine.input(heat, [view.step, view.heat_engine], ui.heat_plot, show_progress="hidden",
+                           api_visibility="private")
     # answers being generated for the step shown (another page's Generate, one from before a reload) show as
     # in progress and then as answered: after a switch, when the tab is shown, when the page loads
-    follow = {"fn": on_follow, "inputs": [step, show_all], "outputs": [columns_html, f1_html],
-              "show_progress": "hidden", "api_visibility": "private"}
+    follow = {"fn": bind(follow_step, ctx, view), "inputs": [view.step, view.show_all],
+              "outputs": [ui.columns_html, ui.f1_html], "show_progress": "hidden", "api_visibility": "private"}
     for switched in switches:
         switched.then(trigger_mode="always_last", **follow)
-    tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private").then(**follow)
+    view.tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private").then(**follow)
     gr.on(triggers=None, **follow)
-    whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
-    view.replay_loaded = download.click(on_download, None, [notice, download, *outputs], api_visibility="private")
-
-    def on_page_load():
-        """A reload after the replay arrived (in another tab or session): no banner, the tasks listed."""
-        if ctx.replay is None:
-            return gr.update(), gr.update(), gr.update()
-        return gr.update(visible=False), gr.update(visible=False), gr.update(choices=task_choices(ctx))
-
-    gr.on(triggers=None, fn=on_page_load, outputs=[notice, download, task], api_visibility="private",
-          show_progress="hidden")
-    audit_go.click(lambda req: audit_reply(ctx, req), audit_request, audit_answer_box, show_progress="hidden",
-                   api_name="prompt_audit", trigger_mode="multiple").then(
-        None, audit_answer_box, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
-    return view
+    ui.whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
+    view.replay_loaded = ui.download.click(bind(download_replay, ctx, view), None, [ui.notice, ui.download, *outputs],
+                                           api_visibility="private")
+    gr.on(triggers=None, fn=bind(page_loaded, ctx), outputs=[ui.notice, ui.download, view.task],
+          api_visibility="private", show_progress="hidden")
+    ui.audit_go.click(bind(audit_reply, ctx), ui.audit_request, ui.audit_answer, show_progress="hidden",
+                      api_name="prompt_audit", trigger_mode="multiple").then(
+        None, ui.audit_answer, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
 
 
 def initial_load(ctx: LabContext, view: CompareTab):

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from lab.store.short_labels import short_labels
 from lab.triage import FAILURE_KINDS, SliceSpec
 from lab.triage.db import query_df
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 
 
 def slice_figures(ctx: LabContext, spec: SliceSpec):

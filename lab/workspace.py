@@ -44,6 +44,11 @@ class LRUCache:
                 del self._data[key]
 
 
+def no_request() -> str | None:
+    """Who is asking outside any request (start-up, background work, the CLI): nobody, i.e. the owner."""
+    return None
+
+
 @dataclass
 class EngineEntry:
     """One engine as the UI sees it (from the pool's status)."""
@@ -88,9 +93,12 @@ class LabContext:
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
-    sessions: Any = None  # lab.ui.shell.session.SessionEngines in public mode: visitors' engines per session
+    sessions: Any = None  # lab.visitors.SessionEngines in public mode: visitors' engines per session
     equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
     inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
+    # who is asking (a visitor's session, its client): none outside a request; the UI passes Gradio's readers
+    current_session: Callable[[], str | None] = field(default=no_request, repr=False)
+    current_client: Callable[[], str | None] = field(default=no_request, repr=False)
 
     @property
     def replay_error_html(self) -> str:
@@ -250,9 +258,7 @@ class LabContext:
                 by_visitors.add(row["name"])
         if self.sessions is None:
             return entries
-        from lab.ui.shell.session import current_session
-
-        session = current_session()
+        session = self.current_session()
         visible = set(self.sessions.visible([e.name for e in entries], session, by_visitors))
         return [self._shown_entry(e) for e in entries if e.name in visible]
 
@@ -283,15 +289,15 @@ class LabContext:
 
     def add_engine(self, spec: str, wait: bool = False) -> str:
         """Add `spec` to the pool (LabError for a bad or disallowed spec); returns the engine's name.
-        In public mode the engine belongs to the visitor's session (capped; see lab.ui.shell.session)."""
-        from lab.ui.shell.session import current_client, current_session, public_limit
+        In public mode the engine belongs to the visitor's session (capped; see lab.visitors)."""
+        from lab.visitors import public_limit
 
-        session = current_session() if self.sessions is not None else None
+        session = self.current_session() if self.sessions is not None else None
         if session:
             for entry in self.engine_entries():  # the owner's and this visitor's engines
                 if entry.spec in (spec, self.shown_text(spec)):
                     return entry.name
-            client = current_client()
+            client = self.current_client()
             self.sessions.check_room(session, client)
             self.pool.check_allowed(spec, visitor=True)
             with self.sessions.reserve(session, client):  # checked again, counted while it is added
@@ -309,9 +315,7 @@ class LabContext:
     def add_engines(self, specs: list[str]) -> list[str]:
         """Add several engines at once (vLLM engines split their GPU's memory budget); a visitor's
         go one by one, each checked and counted like `add_engine`."""
-        from lab.ui.shell.session import current_session
-
-        if self.sessions is not None and current_session():
+        if self.sessions is not None and self.current_session():
             return [self.add_engine(spec) for spec in specs]
         names = self.pool.add_many(list(specs))
         for name in names:
@@ -321,9 +325,7 @@ class LabContext:
     def restart_engine(self, name: str) -> None:
         """Restart a managed engine's server; its cached columns go. In public mode a visitor
         may restart only the engines it added (like unloading)."""
-        from lab.ui.shell.session import current_session
-
-        session = current_session() if self.sessions is not None else None
+        session = self.current_session() if self.sessions is not None else None
         if session and not self.sessions.owns(session, name):
             if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
                 raise LabError(f"'{name}' is one of the owner's engines; visitors cannot restart it")
@@ -333,9 +335,7 @@ class LabContext:
 
     def remove_engine(self, name: str) -> None:
         """Unload an engine; in public mode a visitor may unload only the engines it added."""
-        from lab.ui.shell.session import current_session
-
-        session = current_session() if self.sessions is not None else None
+        session = self.current_session() if self.sessions is not None else None
         if session:
             if not self.sessions.owns(session, name):
                 if name in self.pool.names() and not self.sessions.is_visitor_engine(name):
@@ -349,9 +349,7 @@ class LabContext:
     def visitor_used(self) -> None:
         """The current visitor session used its engines (a generation): its idle clock restarts."""
         if self.sessions is not None:
-            from lab.ui.shell.session import current_session
-
-            self.sessions.used(current_session())
+            self.sessions.used(self.current_session())
 
     def end_session(self, session: str | None) -> None:
         """A visitor left: unload the engines only that session held."""

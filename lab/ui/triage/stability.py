@@ -12,7 +12,9 @@ from lab.triage.stability import (
     LOSS, TIE, WIN, head_to_head_summary, sampled_runs, samples_head_to_head, stability_by_run, unstable_steps,
     verdict_flips,
 )  # fmt: skip
-from lab.ui.shell.context import LabContext
+from lab.ui.shell.wiring import bind
+from lab.ui.triage.handlers import open_row
+from lab.workspace import LabContext
 
 VERDICT_COLOURS = {WIN: "#2e7d32", LOSS: "#c62828", TIE: "#9e9e9e"}
 
@@ -53,8 +55,58 @@ def head_to_head_figure(table: pd.DataFrame, a_label: str, b_label: str):
     return fig
 
 
+def show_unstable(ctx: LabContext, ids: list[str] | None, min_spread: float) -> tuple:
+    """The unstable steps of the runs `ids` (all sampled runs when none), a line about them, and mean F1 vs
+    stability per run."""
+    try:
+        df = unstable_steps(ctx.store, list(ids or []), float(min_spread))
+        per_run = stability_by_run(ctx.store, float(min_spread))
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update(), gr.update(), gr.update()
+    if ids:
+        per_run = per_run[per_run["run_id"].isin(list(ids))]
+    line = (f"**{len(df)}** unstable steps (F1 spread ≥ {float(min_spread):g})"
+            + (" · showing the first 500" if len(df) >= 500 else "") + f" in {per_run.shape[0]} sampled runs")
+    return line, df, stability_figure(per_run) if len(per_run) else None
+
+
+def refresh_runs(ctx: LabContext) -> tuple:
+    """The three run pickers of the panel, with the sampled runs in the store now."""
+    choices = run_choices(ctx)
+    return gr.update(choices=choices), gr.update(choices=choices), gr.update(choices=choices)
+
+
+def compare_samples(ctx: LabContext, a: str | None, b: str | None, min_margin: float | None) -> tuple:
+    """Runs A and B step by step on their samples: summary, a line, the figure, the steps."""
+    if not a or not b:
+        gr.Warning("pick runs A and B (runs with samples)")
+        return gr.update(), gr.update(), gr.update(), gr.update()
+    try:
+        table_df = samples_head_to_head(ctx.store, a, b, float(min_margin or 0))
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update(), gr.update(), gr.update(), gr.update()
+    labels = dict((rid, label) for label, rid in run_choices(ctx))
+    note = (f"{len(table_df)} steps both runs sampled · samples and greedy answers disagree on "
+            f"**{verdict_flips(table_df)}** of them")
+    fig = head_to_head_figure(table_df, labels.get(a, a), labels.get(b, b)) if len(table_df) else None
+    return head_to_head_summary(table_df), note, fig, table_df
+
+
+def open_unstable_row(open_in_compare, df: pd.DataFrame, evt: gr.SelectData, request: gr.Request) -> tuple:
+    """Open the clicked unstable step's run in Compare at that step."""
+    return open_row(open_in_compare, df, evt, request, lambda rec: [str(rec["run_id"])])
+
+
+def open_samples_row(open_in_compare, df: pd.DataFrame, a: str | None, b: str | None, evt: gr.SelectData,
+                     request: gr.Request) -> tuple:
+    """Open the clicked step of A vs B in Compare with both runs."""
+    return open_row(open_in_compare, df, evt, request, lambda rec: [r for r in (a, b) if r])
+
+
 def build_stability_panel(ctx: LabContext, open_in_compare) -> None:
-    """Mount the panel (inside the Triage tab)."""
+    """Mount the panel (inside the Triage tab) and wire it."""
     defaults = load_stability_defaults()
     try:
         runs = run_choices(ctx)
@@ -84,61 +136,13 @@ def build_stability_panel(ctx: LabContext, open_in_compare) -> None:
         h2h_plot = gr.Plot(label="A vs B")
         h2h_table = gr.Dataframe(interactive=False, max_height=360, elem_id="stability-h2h-table")
 
-    def on_show(ids, min_spread):
-        try:
-            df = unstable_steps(ctx.store, list(ids or []), float(min_spread))
-            per_run = stability_by_run(ctx.store, float(min_spread))
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update(), gr.update(), gr.update()
-        if ids:
-            per_run = per_run[per_run["run_id"].isin(list(ids))]
-        line = (f"**{len(df)}** unstable steps (F1 spread ≥ {float(min_spread):g})"
-                + (" · showing the first 500" if len(df) >= 500 else "") + f" in {per_run.shape[0]} sampled runs")
-        return line, df, stability_figure(per_run) if len(per_run) else None
-
-    show_btn.click(on_show, [run_ids, spread], [summary, table, by_run_plot], api_name="unstable_steps")
-
-    def on_refresh():
-        choices = run_choices(ctx)
-        return gr.update(choices=choices), gr.update(choices=choices), gr.update(choices=choices)
-
-    refresh.click(on_refresh, None, [run_ids, run_a, run_b], api_visibility="private")
-
-    def on_h2h(a, b, min_margin):
-        if not a or not b:
-            gr.Warning("pick runs A and B (runs with samples)")
-            return gr.update(), gr.update(), gr.update(), gr.update()
-        try:
-            table_df = samples_head_to_head(ctx.store, a, b, float(min_margin or 0))
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update(), gr.update(), gr.update(), gr.update()
-        labels = dict((rid, label) for label, rid in run_choices(ctx))
-        note = (f"{len(table_df)} steps both runs sampled · samples and greedy answers disagree on "
-                f"**{verdict_flips(table_df)}** of them")
-        fig = head_to_head_figure(table_df, labels.get(a, a), labels.get(b, b)) if len(table_df) else None
-        return head_to_head_summary(table_df), note, fig, table_df
-
-    h2h_btn.click(on_h2h, [run_a, run_b, margin], [h2h_summary, h2h_note, h2h_plot, h2h_table],
+    show_btn.click(bind(show_unstable, ctx), [run_ids, spread], [summary, table, by_run_plot], api_name="unstable_steps")
+    refresh.click(bind(refresh_runs, ctx), None, [run_ids, run_a, run_b], api_visibility="private")
+    h2h_btn.click(bind(compare_samples, ctx), [run_a, run_b, margin], [h2h_summary, h2h_note, h2h_plot, h2h_table],
                   api_name="samples_head_to_head")
-
-    def open_row(df: pd.DataFrame, evt: gr.SelectData, request: gr.Request):
-        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if df is None or len(df) <= row:
-            return tuple(gr.update() for _ in open_in_compare.outputs)
-        rec = df.iloc[row]
-        return open_in_compare([str(rec["run_id"])], str(rec["step_key"]), request)
-
-    table.select(open_row, table, open_in_compare.outputs, api_visibility="private")
-
-    def open_pair(df: pd.DataFrame, a, b, evt: gr.SelectData, request: gr.Request):
-        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if df is None or len(df) <= row:
-            return tuple(gr.update() for _ in open_in_compare.outputs)
-        return open_in_compare([r for r in (a, b) if r], str(df.iloc[row]["step_key"]), request)
-
-    h2h_table.select(open_pair, [h2h_table, run_a, run_b], open_in_compare.outputs, api_visibility="private")
+    table.select(bind(open_unstable_row, open_in_compare), table, open_in_compare.outputs, api_visibility="private")
+    h2h_table.select(bind(open_samples_row, open_in_compare), [h2h_table, run_a, run_b], open_in_compare.outputs,
+                     api_visibility="private")
 
 
 __all__ = ["build_stability_panel", "stability_figure", "head_to_head_figure", "run_choices"]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from lab.triage import SliceSpec, list_slices, refresh_step_flags, tags_in_use
 from lab.triage.db import query_df
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 
 ANY = "any"
 

@@ -9,10 +9,11 @@ import gradio as gr
 import pandas as pd
 
 from lab.errors import LabError
-from lab.ui.shell.context import LabContext
+from lab.workspace import LabContext
 from lab.ui.shell.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
+from lab.ui.shell.wiring import bind
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
@@ -140,9 +141,56 @@ def broken_files_notice(ctx: LabContext) -> str:
                          f"<ul>{items}</ul>", "warn")
 
 
+def refresh_leaderboard(ctx: LabContext, scope_label: str, filter_text: str, sort_key: str,
+                        baseline_id: str | None = None) -> tuple:
+    """The leaderboard as scoped, filtered and sorted: table, count, runs pending equiv, the poll timer, note."""
+    first56 = SCOPES.get(scope_label, False)
+    try:
+        df, note = leaderboard_view(ctx, first56, filter_text or "", sort_key or "score", baseline_id)
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+    pending = equiv_pending_rows(df)
+    if pending:
+        ctx.kick_equiv()  # also fills runs another process left pending
+    return df, count_html(df, first56), pending, gr.Timer(active=pending > 0), stats_note_html(note)
+
+
+def poll_equiv(ctx: LabContext, with_plot: bool, scope_label: str, filter_text: str, sort_key: str,
+               baseline_id: str | None, shown: int, plot_name: str | None = None) -> tuple:
+    """While runs wait for their equiv columns: redraw only when that number changed."""
+    df, html, pending, timer, note = refresh_leaderboard(ctx, scope_label, filter_text, sort_key, baseline_id)
+    if pending == shown or not isinstance(pending, int):
+        return gr.update(), gr.update(), shown, timer, gr.update(), *([gr.update()] if with_plot else [])
+    return df, html, pending, timer, note, *([show_plot(ctx, plot_name, scope_label, filter_text)] if with_plot else [])
+
+
+def show_plot(ctx: LabContext, name: str, scope_label: str, filter_text: str = "") -> Any:
+    """The plot `name` for the leaderboard's scope and filter (None after a warning)."""
+    try:
+        return draw_plot(ctx, name, SCOPES.get(scope_label, False), filter_text or "")
+    except LabError as exc:
+        gr.Warning(str(exc))
+        return None
+
+
+def open_run(open_in_compare, df: pd.DataFrame, evt: gr.SelectData, request: gr.Request) -> tuple:
+    """Open the clicked lab run in Compare (a published row without answers says so)."""
+    run_id = selected_run_id(df, evt.index, evt.row_value)
+    if run_id is None:
+        gr.Info("This is a published leaderboard row without per-step answers; click a lab run (source 'run').")
+        return tuple(gr.update() for _ in open_in_compare.outputs)
+    return open_in_compare([run_id], None, request)
+
+
+def baseline_choices(ctx: LabContext) -> Any:
+    """The baseline picker with the runs in the store now."""
+    return gr.update(choices=baseline_options(ctx))
+
+
 def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callable[[LabContext], None]) -> None:
     """Lay out the Results tab and wire its events; `published_panel` lays out the published runs' panel
-    under the leaderboard (the app passes lab.ui.published.published_panel.build_published_panel)."""
+    under the leaderboard (the app passes lab.ui.published.panel.build_published_panel)."""
     with gr.Tab("Results", id="results") as tab:
         if ctx.store is None:
             gr.HTML(render_notice("Results database unavailable", esc(ctx.store_error or "not opened"), "error"))
@@ -174,51 +222,18 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
         else:
             gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
 
-    def refresh(scope_label: str, filter_text: str, sort_key: str, baseline_id: str | None = None):
-        first56 = SCOPES.get(scope_label, False)
-        try:
-            df, note = leaderboard_view(ctx, first56, filter_text or "", sort_key or "score", baseline_id)
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
-        pending = equiv_pending_rows(df)
-        if pending:
-            ctx.kick_equiv()  # also fills runs another process left pending
-        return df, count_html(df, first56), pending, gr.Timer(active=pending > 0), stats_note_html(note)
-
-    def poll(scope_label: str, filter_text: str, sort_key: str, baseline_id: str | None, shown: int,
-             plot_name: str | None = None):
-        """While runs wait for their equiv columns: redraw only when that number changed."""
-        df, html, pending, timer, note = refresh(scope_label, filter_text, sort_key, baseline_id)
-        if pending == shown or not isinstance(pending, int):
-            return gr.update(), gr.update(), shown, timer, gr.update(), *([gr.update()] if plots else [])
-        return df, html, pending, timer, note, *([draw(plot_name, scope_label, filter_text)] if plots else [])
-
-    def draw(name: str, scope_label: str, filter_text: str = ""):
-        try:
-            return draw_plot(ctx, name, SCOPES.get(scope_label, False), filter_text or "")
-        except LabError as exc:
-            gr.Warning(str(exc))
-            return None
-
-    def on_select(df: pd.DataFrame, evt: gr.SelectData, request: gr.Request):
-        run_id = selected_run_id(df, evt.index, evt.row_value)
-        if run_id is None:
-            gr.Info("This is a published leaderboard row without per-step answers; click a lab run (source 'run').")
-            return tuple(gr.update() for _ in open_in_compare.outputs)
-        return open_in_compare([run_id], None, request)
-
     inputs = [scope, text, sort, baseline]
+    refresh, draw = bind(refresh_leaderboard, ctx), bind(show_plot, ctx)
     outputs = [table, count, shown_pending, equiv_timer, stats_note]
     for comp in (scope, sort, baseline):
         comp.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
     text.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
     tab.select(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
-    tab.select(lambda: gr.update(choices=baseline_options(ctx)), None, baseline, api_visibility="private",
+    tab.select(bind(baseline_choices, ctx), None, baseline, api_visibility="private",
                show_progress="hidden")
-    equiv_timer.tick(poll, [*inputs, shown_pending, *([which] if plots else [])], [*outputs, *([plot] if plots else [])],
-                     api_visibility="private", show_progress="hidden")
-    table.select(on_select, table, open_in_compare.outputs, api_visibility="private")
+    equiv_timer.tick(bind(poll_equiv, ctx, bool(plots)), [*inputs, shown_pending, *([which] if plots else [])],
+                     [*outputs, *([plot] if plots else [])], api_visibility="private", show_progress="hidden")
+    table.select(bind(open_run, open_in_compare), table, open_in_compare.outputs, api_visibility="private")
     if plots:
         which.change(draw, [which, scope, text], plot, api_visibility="private")
         scope.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")

@@ -11,6 +11,7 @@ from lab import jsontext
 from lab.errors import ResultFileError
 from lab.resultfiles.schema import validate_result
 from lab.resultfiles.units import coerce_units
+from lab.tb2lite import CORRECTED as CORRECTED_SCORER, LEGACY as LEGACY_SCORER
 
 CORRECTED = "corrected_303"
 LEGACY = "legacy_386"
@@ -67,7 +68,7 @@ def scoring_version(result: dict) -> str:
 
 def scorer_for(result: dict) -> str:
     """The scorer name (`corrected`/`legacy`) matching a result's scoring version."""
-    return "legacy" if scoring_version(result) == LEGACY else "corrected"
+    return LEGACY_SCORER if scoring_version(result) == LEGACY else CORRECTED_SCORER
 
 
 def iter_result_files(folder: str | os.PathLike) -> Iterator[Path]:

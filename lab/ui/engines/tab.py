@@ -8,7 +8,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.jsontext import one_line
-from lab.ui.shell.context import EngineEntry, LabContext
+from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.model_text import model_facts_text
 from lab.ui.shell.handles import CompareHandle
 from lab.ui.shell.html_text import esc

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from lab.store.db import Store
 
-DDL_PATH = Path(__file__).with_name("published.sql")
+DDL_PATH = Path(__file__).with_name("links.sql")
 PREFIX = "published/"
 SCORE_TOLERANCE = 0.006  # leaderboard scores are rounded to 2 decimals
 

@@ -1,0 +1,34 @@
+"""Wire module-level handlers to Gradio events: `bind(handler, ctx)` fixes the handler's first arguments
+and keeps what Gradio reads from a handler's signature (a `gr.Request` or `gr.SelectData` parameter is
+filled by Gradio, by its annotation), which `functools.partial` loses. A generator function stays one,
+so Gradio streams what it yields."""
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from typing import Any, Callable
+
+
+def bind(handler: Callable[..., Any], *first: Any) -> Callable[..., Any]:
+    """`handler` with its first `len(first)` arguments fixed to `first`, as a function whose signature and
+    (resolved) annotations are the rest of `handler`'s."""
+    signature = inspect.signature(handler)
+    rest = list(signature.parameters.values())[len(first):]
+    hints = typing.get_type_hints(handler)
+
+    if inspect.isgeneratorfunction(handler):  # Gradio streams what a generator function yields
+
+        @functools.wraps(handler)
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            yield from handler(*first, *args, **kwargs)
+    else:
+
+        @functools.wraps(handler)
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return handler(*first, *args, **kwargs)
+
+    del bound.__wrapped__  # Gradio and inspect read the signature below, not the handler's
+    bound.__signature__ = signature.replace(parameters=rest)
+    bound.__annotations__ = {p.name: hints[p.name] for p in rest if p.name in hints}
+    return bound
