@@ -175,7 +175,7 @@ def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_d
 def test_a_lost_node_loses_nothing(cluster, served_single, tiny_model_dir, tmp_path):
     common, single = served_single
     out = tmp_path / "sweep"
-    first = cluster.worker_nodes[0]  # the only worker node: it runs the engine
+    (first,) = cluster.worker_nodes  # the only worker node: it runs the engine
     proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)],
                             cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
