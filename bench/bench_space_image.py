@@ -117,7 +117,8 @@ def main() -> int:
     print(f"start to serving: median {statistics.median(starts):.1f} s (min {min(starts):.1f}, max {max(starts):.1f}, "
           f"{len(starts)} starts)")
     print(f"first page load in Chromium (navigation to the first step painted): {loads[0]:.2f} s")
-    record.figure("container start to serving", statistics.median(starts), "s", note=f"median of {len(starts)} starts")
+    record.figure("container start to serving", statistics.median(starts), "s",
+                  note=f"median of {len(starts)} starts, {min(starts):.1f} to {max(starts):.1f} s")
     record.figure("first page load in Chromium (navigation to the first step painted)", loads[0], "s")
     record.write()
     return 0

@@ -18,6 +18,7 @@ Usage:  python bench/bench_sweep.py [--steps 5]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from bench.record import Record  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
+TIMINGS = {"latency_s", "ttft_s"}  # the only per-step fields that differ between two runs of one engine
 
 
 def lab(args: list[str], env: dict) -> float:
@@ -52,6 +54,16 @@ def overhead(cluster, specs: list[str], steps: int, tmp: Path, env: dict, label:
           f"difference {sweep - replay:+.2f} s, {1000 * (sweep - replay) / n:+.0f} ms per step ({n} steps)")
     record.figure(f"{label}: python -m lab replay, one after another ({n} steps)", replay, "s")
     record.figure(f"{label}: python -m lab sweep on the cluster ({n} steps)", sweep, "s")
+    differ = [path.name for path in sorted((tmp / f"replay-{label}").glob("*.json"))
+              if steps_of(path) != steps_of(tmp / f"sweep-{label}" / path.name)]
+    record.check(f"{label}: the sweep's steps equal replay's (timings aside)", not differ, ", ".join(differ))
+
+
+def steps_of(path: Path) -> list[dict] | None:
+    """A result file's per-step rows without their timings (None when there is no such file)."""
+    if not path.is_file():
+        return None
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in json.loads(path.read_text())["per_step"]]
 
 
 def node_loss(cluster, spec: str, tmp: Path, env: dict, record: Record) -> None:
@@ -80,6 +92,8 @@ def node_loss(cluster, spec: str, tmp: Path, env: dict, record: Record) -> None:
         record.figure("a node removed to the next step received from the engine re-placed elsewhere", lost, "s",
                       note="its server's start on the new node included")
         proc.wait(timeout=300)
+        record.check("the sweep whose node was lost ends with every step", proc.returncode == 0 and rows() == 0
+                     and len(json.loads((out / "ts.json").read_text())["per_step"]) == 5)
     finally:
         if proc.poll() is None:
             proc.kill()

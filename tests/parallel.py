@@ -10,13 +10,17 @@ Tests are sent to workers by group (`--dist loadgroup`), a group at a time:
   made once, on one worker.
 
 The two long groups are put first (`--no-loadscope-reorder` keeps that order), so they start at once on
-two workers and the modules fill in beside them.
+two workers; pytest-xdist gives a worker its next group when it has two tests or fewer left, so the other
+modules fill in behind whichever long group ends first. They follow heaviest first (most tests that start
+a server, a browser, a container or a cluster: the `slow`, `browser`, `podman` markers), so the last
+groups handed out are quick ones and the two workers end close together.
 """
 from __future__ import annotations
 
 import pytest
 
 FIRST = ("vllm", "ray")  # the long groups, started first
+HEAVY = ("slow", "browser", "podman")  # a test with one of these markers counts as heavy when ordering groups
 
 
 def group_of(module: str, needs: set[str]) -> str:
@@ -34,14 +38,28 @@ def in_parallel(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "loadgroup", False))
 
 
+def group_order(weights: dict[str, int]) -> dict[str, int]:
+    """The place of each group (its heavy tests in `weights`) in the run: the long groups first, in FIRST's
+    order, then the others by weight, heaviest first (ties keep their collection order)."""
+    others = sorted((g for g in weights if g not in FIRST), key=lambda g: -weights[g])
+    ordered = [g for g in FIRST if g in weights] + others
+    return {group: place for place, group in enumerate(ordered)}
+
+
 def group_items(items: list[pytest.Item]) -> None:
-    """Mark each test with its module's `xdist_group` and put the long groups first (stable otherwise)."""
+    """Mark each test with its module's `xdist_group` and order the groups (group_order; stable inside one)."""
     needs: dict[str, set[str]] = {}
+    heavy: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        needs.setdefault(module, set()).update(m.name for m in item.iter_markers() if m.name in FIRST)
+        names = {m.name for m in item.iter_markers()}
+        needs.setdefault(module, set()).update(names & set(FIRST))
+        heavy[module] = heavy.get(module, 0) + bool(names & set(HEAVY))
     groups = {module: group_of(module, found) for module, found in needs.items()}
+    weights: dict[str, int] = {}
+    for module, group in groups.items():  # dicts keep the collection order: ties stay in it
+        weights[group] = weights.get(group, 0) + heavy[module]
+    place = group_order(weights)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::", 1)[0]]))
-    rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid.split("::", 1)[0]], len(FIRST)))
+    items.sort(key=lambda item: place[groups[item.nodeid.split("::", 1)[0]]])

@@ -59,11 +59,39 @@ def ray_cluster(node: dict):
     assert not no_ray_left(), "the cluster left Ray processes running"
 
 
-@pytest.fixture()
-def cluster():
-    """The cluster of one worker node; the test adds and removes nodes."""
+@pytest.fixture(scope="module")
+def module_cluster():
+    """One cluster for this module's tests (a cluster's start and shutdown cost a loaded CI machine tens of
+    seconds each). Each test finds it with one worker node, adds nodes and may remove one, and leaves one
+    worker node behind (a lost node's test leaves its replacement)."""
     with ray_cluster(NODE) as made:
         yield made
+
+
+@pytest.fixture()
+def cluster(module_cluster):
+    """The module's cluster as a test expects it: the head and exactly one live worker node; nodes the
+    test adds beyond that are removed when it ends."""
+    cluster = module_cluster
+    cluster.wait_for_nodes()
+    assert len(cluster.worker_nodes) == 1, "the previous test left the cluster with other than one worker"
+    before = set(cluster.worker_nodes)
+    yield cluster
+    added = [node for node in cluster.worker_nodes if node not in before]
+    for node in added[: len(cluster.worker_nodes) - 1]:  # one worker stays (the lost node's replacement)
+        cluster.remove_node(node)
+    cluster.wait_for_nodes()
+
+
+@pytest.fixture(scope="module")
+def served_single(tiny_model_dir, tmp_path_factory) -> tuple[list[str], Path]:
+    """Single-process `replay` of the served engine that the lost-node and killed-driver tests sweep (the
+    same arguments in both, so run once): (the sweep's arguments, the folder of ts.json)."""
+    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
+    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
+    root = tmp_path_factory.mktemp("served-single")
+    lab(["replay", *common, "--out", str(root / "single")], root)
+    return common, root / "single"
 
 
 def env_for(tmp_path: Path) -> dict:
@@ -92,16 +120,20 @@ def same_run(a: Path, b: Path) -> None:
         {k: v for k, v in two["sampling"].items() if k not in local}
 
 
+# The excerpt's first three steps: 4.9k, 7.9k and 10.8k tokens in the tiny tokenizer (its 4th and 5th are 23.6k
+# and 30k; the attention of a prompt grows with its square: five steps cost eight times three)
+STEPS = 3
+
+
 def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_dir, tmp_path):
     cluster.add_node(**NODE)
     cluster.wait_for_nodes()
-    base = lab(["replay", "--replay", str(EXCERPT), "--engine", "reference", "--limit", "5",
-                "--out", str(tmp_path / "seed")], tmp_path)
-    del base
+    lab(["replay", "--replay", str(EXCERPT), "--engine", "reference", "--limit", str(STEPS),
+         "--out", str(tmp_path / "seed")], tmp_path)
     stored = tmp_path / "seed" / "reference.json"
     served = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=6"
     specs = ["reference", f"stored:{stored}?name=st", f"{served}&name=ts1", f"{served}&name=ts2&temperature=0"]
-    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "2"]
+    common = ["--replay", str(EXCERPT), "--limit", str(STEPS), "--chunk-size", "2"]
     single = tmp_path / "single"
     lab(["replay", *common, "--out", str(single), *[a for s in specs for a in ("--engine", s)]], tmp_path)
     audit = tmp_path / "audit.json"
@@ -120,12 +152,13 @@ def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_d
          "--engine", f"{served}&name=ts1"], tmp_path)
     same_run(single / "ts1.json", sharded / "ts1.json")
     shards = [json.loads((sharded / f"ts1-shard{i:02d}.json").read_text()) for i in range(3)]
-    assert [(s["num_shards"], s["shard_index"], s["total_input_steps"]) for s in shards] == [(3, i, 5) for i in range(3)]
+    assert [(s["num_shards"], s["shard_index"], s["total_input_steps"]) for s in shards] == \
+        [(3, i, STEPS) for i in range(3)]
     assert [r["step_idx"] for s in shards for r in s["per_step"]] == \
         [r["step_idx"] for r in json.loads((single / "ts1.json").read_text())["per_step"]]
 
     # the reference answers' likelihood swept like replay (two shards, one a node): `score-reference`'s file
-    inproc = ["--replay", str(EXCERPT), "--limit", "5", "--engine", f"transformers:{tiny_model_dir}?device=cpu&name=tf"]
+    inproc = ["--replay", str(EXCERPT), "--limit", str(STEPS), "--engine", f"transformers:{tiny_model_dir}?device=cpu&name=tf"]
     lab(["score-reference", *inproc, "--out", str(single)], tmp_path)
     done = lab(["sweep", *inproc, "--what", "reference", "--shards", "2", "--ray", cluster.address,
                 "--out", str(sharded)], tmp_path)
@@ -135,17 +168,14 @@ def test_sweep_on_two_nodes_equals_replay_and_shards_merge(cluster, tiny_model_d
     assert {k for k in local if local[k] != swept.get(k)} == {"timestamp"}
     assert f"NLL per token {local['aggregate']['ref_nll_per_token']:.4f}" in done.stdout
     halves = [json.loads((sharded / f"tf.reference-shard{i:02d}.json").read_text()) for i in range(2)]
-    assert [(h["num_shards"], h["shard_index"], len(h["per_step"])) for h in halves] == [(2, 0, 3), (2, 1, 2)]
+    assert [(h["num_shards"], h["shard_index"], len(h["per_step"])) for h in halves] == [(2, 0, 2), (2, 1, 1)]
     assert not list(sharded.glob("*.partial.jsonl"))
 
 
-def test_a_lost_node_loses_nothing(cluster, tiny_model_dir, tmp_path):
-    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
-    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
-    single = tmp_path / "single"
-    lab(["replay", *common, "--out", str(single)], tmp_path)
+def test_a_lost_node_loses_nothing(cluster, served_single, tiny_model_dir, tmp_path):
+    common, single = served_single
     out = tmp_path / "sweep"
-    first = cluster.list_all_nodes()[1]
+    (first,) = cluster.worker_nodes  # the only worker node: it runs the engine
     proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)],
                             cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -178,11 +208,8 @@ def test_a_lost_node_loses_nothing(cluster, tiny_model_dir, tmp_path):
     assert not servers_of(tiny_model_dir), "a lost node's server was left running"
 
 
-def test_a_killed_driver_resumes_with_resume(cluster, tiny_model_dir, tmp_path):
-    spec = f"transformers-serve:{tiny_model_dir}?device=cpu&max_tokens=24&name=ts"
-    common = ["--replay", str(EXCERPT), "--limit", "5", "--chunk-size", "1", "--engine", spec]
-    single = tmp_path / "single"
-    lab(["replay", *common, "--out", str(single)], tmp_path)
+def test_a_killed_driver_resumes_with_resume(cluster, served_single, tiny_model_dir, tmp_path):
+    common, single = served_single
     out = tmp_path / "sweep"
     args = [sys.executable, "-m", "lab", "sweep", *common, "--ray", cluster.address, "--out", str(out)]
     proc = subprocess.Popen(args, cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
