@@ -165,7 +165,8 @@ class TB2LiteCallback(TrainerCallback):
         taken = self._stored_names()
         return RunPlan(out_dir=out_dir, stem=checkpoint_stem(out_dir, self.series, state.global_step, taken),
                        eval_path=str(self.replay_set.path), replay_fingerprint=self.replay_set.fingerprint,
-                       selection=self.selection, extra={"training": training}, reference=self.options.reference,
+                       replay_steps=len(self.replay_set.steps), selection=self.selection,
+                       extra={"training": training}, reference=self.options.reference,
                        budget_s=self.budget_s, taken=taken)
 
     def _stored_names(self):

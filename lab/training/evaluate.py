@@ -36,6 +36,7 @@ class RunPlan:
     eval_path: str
     replay_fingerprint: str
     selection: dict
+    replay_steps: int | None = None  # scored steps of the replay (before the selection): its coverage's denominator
     extra: dict = field(default_factory=dict)
     reference: bool = False
     budget_s: float | None = None
@@ -85,7 +86,7 @@ def evaluate_checkpoint(engine: Engine, steps: list[Step], plan: RunPlan,
             # the name is claimed as given (checked free just before: lab.training.naming), never replaced
             config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
                                   replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
-                                  extra=plan.extra, name_given=True, taken=plan.taken)
+                                  replay_steps=plan.replay_steps, extra=plan.extra, name_given=True, taken=plan.taken)
             outcome.result_path = replay(engine, steps, config, stop=deadline.stop)
             if plan.reference:
                 ref = ReferenceConfig(out_dir=plan.out_dir, run_name=plan.stem, replay_fingerprint=plan.replay_fingerprint,

@@ -18,7 +18,7 @@ KEYS = ("first_cmd_exact", "command_precision", "command_recall", "command_f1")
 
 def golden_file(tmp_path, version: str, mangle=None) -> tuple:
     rows = [dict(r) for r in ROWS if r["scoring_version"] == version]
-    blank = [{**r, **{k: -1.0 for k in KEYS}} for r in rows]  # nothing left to copy from
+    blank = [{**r, **{k: 0.123456789 for k in KEYS}} for r in rows]  # wrong values: nothing left to copy from
     if mangle:
         blank = [mangle(r) for r in blank]
     path = tmp_path / f"{version}.json"
