@@ -113,7 +113,7 @@ class Admission:
                 f"loading '{config.kind}' engines is disabled on this server; only reference and "
                 "stored:RESULT_FILE are allowed (the owner can enable engines with LAB_ALLOW_ENGINES=1)"
             )
-        if cls.target_is_file:
+        if cls.stored_run:
             confined_path(config.target, self.data_roots)
         elif config.kind == "openai":
             for url in config.target.partition("#")[0].split(","):  # every replica, not only the first

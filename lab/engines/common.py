@@ -96,7 +96,8 @@ class EngineBase(ABC):
     # loads no model, so a public Space admits it; its prompt is rendered for display only
     takes_preset: bool = False  # its target may name a preset, and `?preset=KEY` applies to it
     takes_target: bool = True  # its SPEC names something after `KIND:` (a model, a file, a server)
-    target_is_file: bool = False  # that target is a file on this machine (a sweep's worker needs it absolute)
+    stored_run: bool = False  # answers from a stored run: its target is that run's result file on this machine
+    answers_reference: bool = False  # answers every step with its reference reply (a sanity check: scores 100)
     managed: bool = False  # runs a server process the lab starts and stops (the pool starts these one at a time)
     scores_reference: bool = False  # score_reference() gives the reference's token log-probabilities
     holds_memory_share: bool = False  # holds a share of a device's memory budget that the pool splits

@@ -91,7 +91,7 @@ class EnginePool:
                 f"loading '{config.kind}' engines is disabled on this server; only reference and "
                 "stored:RESULT_FILE are allowed (the owner can enable engines with LAB_ALLOW_ENGINES=1)"
             )
-        if cls.target_is_file:
+        if cls.stored_run:
             path = Path(config.target).expanduser().resolve()
             if not any(path == root or root in path.parents for root in self.data_roots):
                 raise EngineSpecError(

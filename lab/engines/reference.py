@@ -13,6 +13,7 @@ class ReferenceEngine(EngineBase):
     kind = "reference"
     usage = "reference"
     answers_from_data = True
+    answers_reference = True
     takes_target = False
     OPTIONS: dict[str, str] = {}
 

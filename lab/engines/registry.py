@@ -38,9 +38,10 @@ ENGINE_CLASSES: tuple[type[EngineBase], ...] = (
 ENGINE_KINDS: dict[str, type[EngineBase]] = {cls.kind: cls for cls in ENGINE_CLASSES}
 
 
-def engine_class(kind: str) -> type[EngineBase] | None:
-    """The class of engine `kind` (None for a kind the lab does not have)."""
-    return ENGINE_KINDS.get(kind)
+def engine_class(kind: str) -> type[EngineBase]:
+    """The class of engine `kind`, whose traits say what the kind does; EngineBase itself (every trait at
+    its default) for a kind the lab does not have."""
+    return ENGINE_KINDS.get(kind, EngineBase)
 
 
 def _unknown(spec: str, presets: dict[str, Preset] | None, problem: str) -> EngineSpecError:

@@ -40,7 +40,7 @@ class StoredEngine(EngineBase):
     kind = "stored"
     usage = "stored:PATH"
     answers_from_data = True
-    target_is_file = True
+    stored_run = True
     OPTIONS: dict[str, str] = {}
 
     def __init__(self, config: EngineConfig) -> None:

@@ -76,8 +76,7 @@ def anchored(spec: str) -> str:
     path, qmark, options = target.partition("?")
     from lab.engines.registry import engine_class
 
-    cls = engine_class(kind.strip())
-    if cls is None or not cls.target_is_file or not sep or not path.strip() or Path(path.strip()).expanduser().is_absolute():
+    if not engine_class(kind.strip()).stored_run or not sep or not path.strip() or Path(path.strip()).expanduser().is_absolute():
         return spec
     local = Path(path.strip())
     return f"stored:{local.resolve()}{qmark}{options}" if local.exists() else spec
