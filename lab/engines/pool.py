@@ -257,7 +257,7 @@ class EnginePool:
             if slot is None:
                 raise EngineSpecError(f"no engine named '{name}' in the pool")
             if not slot.engine.managed:
-                slot.engine.restart()  # says why it cannot
+                raise EngineSpecError(f"engine '{name}' ({slot.engine.kind}) runs no server to restart; unload and add it again")
             if slot.state == LOADING:
                 raise EngineSpecError(f"engine '{name}' is still starting; wait until it is ready or failed")
             slot.state, slot.error = LOADING, None

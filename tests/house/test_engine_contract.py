@@ -29,7 +29,7 @@ ENGINES = LAB / "engines"
 KINDS = frozenset(ENGINE_KINDS)
 TRAITS = ("answers_from_data", "answers_reference", "stored_run", "takes_preset", "takes_target", "managed",
           "scores_reference", "holds_memory_share")
-ENGINE_NAME = re.compile(r"engine", re.IGNORECASE)
+ENGINE_NAME = re.compile(r"engine|pool\.get\(", re.IGNORECASE)  # `ctx.pool.get(name)` is an engine too
 
 
 def lab_files(outside_engines: bool = False) -> list[Path]:
@@ -171,9 +171,9 @@ def test_the_scan_catches_what_it_forbids(tmp_path):
         def f(entry, engine):
             if entry.kind == "stored" or engine.kind in ("reference", "stored"):
                 return getattr(entry.engine, "path", None)
-            return hasattr(engine, "score_reference")
+            return hasattr(engine, "score_reference") or getattr(ctx.pool.get("a"), "rows", {})
     """))
-    assert len(attribute_guesses(bad, set())) == 2
+    assert len(attribute_guesses(bad, set())) == 3
     hits = kind_tests(bad)
     assert len(hits) == 4, hits  # the frozenset, the two comparisons and the tuple inside the second
 
