@@ -74,13 +74,17 @@ def build_model(folder: Path, hidden: int, layers: int) -> Path:
     return folder
 
 
+# each kind's own options in the benchmark: CPU, float32, one prompt per batch
+KIND_OPTIONS = {
+    "transformers": "device=cpu&dtype=float32&batch_size=1&",
+    "transformers-serve": "device=cpu&",
+    "vllm": "dtype=float32&enforce_eager=true&",
+}
+
+
 def engine_spec(kind: str, model: str, name: str, max_tokens: int) -> str:
     """The SPEC of one engine of the benchmark (temperature 0, `max_tokens`, one prompt per batch)."""
-    if kind == "transformers":
-        return f"transformers:{model}?device=cpu&dtype=float32&batch_size=1&max_tokens={max_tokens}&name={name}"
-    if kind == "transformers-serve":
-        return f"transformers-serve:{model}?device=cpu&max_tokens={max_tokens}&name={name}"
-    return f"vllm:{model}?dtype=float32&enforce_eager=true&max_tokens={max_tokens}&name={name}"
+    return f"{kind}:{model}?{KIND_OPTIONS[kind]}max_tokens={max_tokens}&name={name}"
 
 
 def lab_env(tmp: Path) -> dict[str, str]:

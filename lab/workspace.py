@@ -5,7 +5,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import cachetools
 
@@ -13,8 +13,8 @@ from lab.data import ReplaySet, load_replay
 from lab.errors import LabError
 from lab.settings import Settings
 
-# Engines that answer from data: Compare fills their columns on every step switch.
-INSTANT_KINDS = frozenset({"reference", "stored"})
+if TYPE_CHECKING:
+    from lab.engines.common import EngineBase
 
 
 class LRUCache:
@@ -58,7 +58,7 @@ class EngineEntry:
     kind: str
     state: str  # loading | ready | failed | crashed
     error: str | None = None
-    engine: Any = None
+    engine: EngineBase | None = None  # None until it is ready
     device: str = ""
     memory_gb: float | None = None
     notes: str = ""
@@ -72,8 +72,21 @@ class EngineEntry:
     preset_warning: str | None = None  # its checkpoint is not of the preset's family (lab.engines.preset_fit)
 
     @property
-    def instant(self) -> bool:
-        return self.kind in INSTANT_KINDS
+    def traits(self) -> type[EngineBase]:
+        """The class of its kind, whose traits say what the kind does (known before the engine is ready)."""
+        from lab.engines.registry import engine_class
+
+        return engine_class(self.kind)
+
+    @property
+    def answers_from_data(self) -> bool:
+        """Answers from data (a stored run, the reference): Compare fills its column on every step switch."""
+        return self.traits.answers_from_data
+
+    @property
+    def stored_path(self) -> Path | None:
+        """The result file a ready stored run answers from (None while loading, and for the other kinds)."""
+        return self.engine.path if self.engine is not None else None
 
 
 @dataclass
@@ -368,7 +381,7 @@ class LabContext:
         self.audits.drop(lambda key: key[0] == name)
 
 
-def entry_from_status(row: dict, engine: Any = None) -> EngineEntry:
+def entry_from_status(row: dict, engine: EngineBase | None = None) -> EngineEntry:
     """Adapt one `EnginePool.status()` row to an EngineEntry."""
     info = None
     if engine is not None:

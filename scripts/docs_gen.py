@@ -141,26 +141,26 @@ def _visitor_options() -> dict:
 
 def spec_kinds() -> str:
     """One row per engine kind: its SPEC and its class's first docstring line."""
-    from lab.engines.registry import ENGINE_KINDS, KIND_USAGE, PRESET_KINDS
+    from lab.engines.registry import ENGINE_CLASSES
 
     rows = []
-    for kind, cls in ENGINE_KINDS.items():
+    for cls in ENGINE_CLASSES:
         doc = summary(cls.__doc__)
-        rows.append([f"`{KIND_USAGE[kind]}`", cell(doc), "yes" if kind in PRESET_KINDS else "no"])
+        rows.append([f"`{cls.usage}`", cell(doc), "yes" if cls.takes_preset else "no"])
     return table(["SPEC", "engine", "takes a preset"], rows)
 
 
 def spec_options() -> str:
     """The options each kind declares (`OPTIONS`) and those every kind takes (`COMMON_OPTIONS`)."""
     from lab.engines.common import COMMON_OPTIONS
-    from lab.engines.registry import ENGINE_KINDS, KIND_USAGE
+    from lab.engines.registry import ENGINE_CLASSES
 
     visitor = _visitor_options()
     parts = ["### Every kind", "",
              table(["option", "what it sets", "a visitor may give"],
                    [[f"`{k}`", cell(v), cell(_visitor_rule(visitor.get(k)))] for k, v in COMMON_OPTIONS.items()]), ""]
-    for kind, cls in ENGINE_KINDS.items():
-        parts += [f"### `{KIND_USAGE[kind]}`", ""]
+    for cls in ENGINE_CLASSES:
+        parts += [f"### `{cls.usage}`", ""]
         if not cls.OPTIONS:
             parts += ["No options of its own.", ""]
             continue

@@ -10,7 +10,6 @@ from typing import Any
 # public name -> the module that defines it
 _EXPORTS = {
     "Completion": "lab.engines.base",
-    "Engine": "lab.engines.base",
     "EngineInfo": "lab.engines.base",
     "Request": "lab.engines.base",
     "Sampling": "lab.engines.base",

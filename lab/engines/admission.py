@@ -24,7 +24,6 @@ from lab.engines.loading import is_hub_id
 from lab.errors import EngineSpecError
 from lab.settings import env
 
-DATA_KINDS = ("reference", "stored")
 ENGINE_HOSTS_ENV = "LAB_ENGINE_HOSTS"
 VISITOR_OPTIONS_FILE = Path(__file__).with_name("visitor_options.yaml")
 
@@ -106,12 +105,15 @@ class Admission:
         public deployment asks (options from the allow-list only, model paths confined)."""
         if not self.public and self.allow_models:
             return
-        if config.kind not in DATA_KINDS and not self.allow_models:
+        from lab.engines.registry import ENGINE_KINDS
+
+        cls = ENGINE_KINDS[config.kind]
+        if not cls.answers_from_data and not self.allow_models:
             raise EngineSpecError(
                 f"loading '{config.kind}' engines is disabled on this server; only reference and "
                 "stored:RESULT_FILE are allowed (the owner can enable engines with LAB_ALLOW_ENGINES=1)"
             )
-        if config.kind == "stored":
+        if cls.stored_run:
             confined_path(config.target, self.data_roots)
         elif config.kind == "openai":
             for url in config.target.partition("#")[0].split(","):  # every replica, not only the first
@@ -122,7 +124,7 @@ class Admission:
                 check_visitor_preset(config)
             if config.kind == "openai":
                 confined_served_model(config.target, self.data_roots)
-            if config.kind not in DATA_KINDS and config.kind != "openai" and (config.preset is None or config.preset_on_target):
+            if not cls.answers_from_data and config.kind != "openai" and (config.preset is None or config.preset_on_target):
                 confined_model(config.target, self.data_roots)
 
 

@@ -1,8 +1,9 @@
-"""The engine protocol: load, generate completions for rendered prompts, close."""
+"""What passes to and from an engine: requests, sampling, completions, its description. The engine type
+itself (load, generate, close and every attribute a caller may use) is `lab.engines.common.EngineBase`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Sequence
 
 from lab.data.step import Step
 from lab.engines.logprobs import TokenLogprobs
@@ -77,24 +78,3 @@ class EngineInfo:
     context_length: int | None = None  # the context the engine runs the model with
     dtype: str | None = None
     flags: list[str] | None = None  # a managed server's command-line flags
-
-
-@runtime_checkable
-class Engine(Protocol):
-    """Small engine protocol (DESIGN §4). Engines know nothing about scoring."""
-
-    spec: str
-    kind: str
-
-    def load(self) -> None: ...
-
-    def generate(
-        self,
-        requests: list[Request],
-        sampling: Sampling,
-        on_done: Callable[[int, Completion], None] | None = None,
-    ) -> list[Completion]: ...
-
-    def close(self) -> None: ...
-
-    def describe(self) -> EngineInfo: ...

@@ -5,6 +5,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
@@ -12,7 +13,7 @@ from lab.engines.logprobs import top_k_option
 from lab.engines.presets import DEFAULT_PROMPT_OPTIONS, Preset
 from lab.engines.progress import LiveProgress
 from lab.engines.spec import as_number, short_name
-from lab.errors import EngineSpecError
+from lab.errors import EngineLoadError, EngineSpecError
 from lab.tb2lite import DEFAULT_CONTRACT
 
 # Options any engine accepts (in the SPEC after '?', or as create_engine(**overrides)).
@@ -78,12 +79,40 @@ def _sampling_with(sampling: Sampling, options: dict) -> Sampling:
 
 
 class EngineBase(ABC):
-    """Shared attributes (`spec, kind, name, model_id, tokenizer, contract, prompt_options,
-    default_sampling`) and option checking. Subclasses declare `kind` and `OPTIONS`
-    (their own options with one-line help) and implement load/generate/close."""
+    """The engine type (DESIGN §4): every member a caller may use, each with a default here, so callers
+    read attributes directly. Subclasses declare `kind`, `usage`, `OPTIONS` (their own options with
+    one-line help) and the kind's traits below, and implement generate (load/close where they hold
+    something).
 
+    Attributes set for every engine: `spec, kind, name, name_given, model_id, preset, preset_on_target,
+    contract, prompt_options, default_sampling, logprobs_k, options, tokenizer (None until loaded, or for
+    engines without one), loaded, load_time_sec`, and those declared below."""
+
+    # --- the kind's traits (class attributes; lab.engines.registry derives its tables from them) ---
     kind: str = ""
+    usage: str = ""  # how a SPEC of this kind is written (`stored:PATH`), for help texts and errors
     OPTIONS: dict[str, str] = {}
+    answers_from_data: bool = False  # answers from data (a stored run, the reference), not from the prompt:
+    # loads no model, so a public Space admits it; its prompt is rendered for display only
+    takes_preset: bool = False  # its target may name a preset, and `?preset=KEY` applies to it
+    takes_target: bool = True  # its SPEC names something after `KIND:` (a model, a file, a server)
+    stored_run: bool = False  # answers from a stored run: its target is that run's result file on this machine
+    answers_reference: bool = False  # answers every step with its reference reply (a sanity check: scores 100)
+    managed: bool = False  # runs a server process the lab starts and stops (the pool starts these one at a time)
+    scores_reference: bool = False  # score_reference() gives the reference's token log-probabilities
+    holds_memory_share: bool = False  # holds a share of a device's memory budget that the pool splits
+    overlong_prompt: str = "truncate"  # what it does with a prompt past its context: reject | shorten | truncate
+    add_special_tokens: bool = True  # tokenizes a prompt with the tokenizer's special tokens
+
+    # --- what a loaded engine knows (instance attributes; None or empty where the kind has none) ---
+    max_model_len: int | None = None  # the context it runs the model with (lab.engines.context.context_length)
+    concurrency: int | None = None  # requests it serves at once (a server); None: one batch at a time in process
+    scorer: str = "corrected"  # the scorer its answers are scored with (a stored legacy run's: "legacy")
+    path: Path | None = None  # the result file it answers from (stored runs)
+    model_source: str | None = None  # the model folder or Hub id it loads (None: `model_id`)
+    lora: str | None = None  # its LoRA adapter
+    trust_remote_code: bool = False  # runs the model's own code (a preset that declares it)
+    preset_dtype: str | None = None  # the dtype its preset asks for (in-process transformers)
 
     def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
         self.spec = config.spec
@@ -110,6 +139,10 @@ class EngineBase(ABC):
         self.logprobs_k = top_k_option(options.pop("logprobs", None), config.spec)
         self.options = options  # what is left: this kind's own options
         self.tokenizer = None
+        self.settings: dict = {}  # engine settings (a vLLM server's flags), {} for kinds without any
+        self.extra: dict[str, str] = {}  # options passed through as server flags (managed servers)
+        self.rows: dict[str, dict] = {}  # stored answers by step key (stored runs)
+        self.result: dict = {}  # the result file it answers from (stored runs)
         self.loaded = False
         self._progress = LiveProgress()
         self.load_time_sec: float | None = None  # engine construction only (SPEC §8 load_time_sec)
@@ -125,7 +158,7 @@ class EngineBase(ABC):
         """The model identity the prompt rules read (SPEC §3: Gemma-4 detection …): the model id, and
         with `?preset=KEY` also the preset's Hub id, so a local checkpoint folder of a Gemma-4 preset
         is rendered as a Gemma-4 model."""
-        model = getattr(self, "model_id", "") or ""
+        model = self.model_id or ""
         return f"{model} {self.preset.hf_id}" if self.preset_on_target and self.preset else model
 
     def live_progress(self) -> LiveProgress:
@@ -171,6 +204,31 @@ class EngineBase(ABC):
 
     def describe(self) -> EngineInfo:
         return EngineInfo(kind=self.kind, model=self.model_id, device="cpu")
+
+    def cancel(self) -> None:
+        """Drop the requests in flight (Stop); the answers already finished stay delivered. Engines that
+        answer at once have nothing to drop."""
+
+    def covers(self, key: str) -> bool:
+        """Whether the engine has an answer for step `key` (a stored run covers only the steps it answered)."""
+        return True
+
+    def score_reference(self, prompt: str, reference: str):
+        """The reference's token log-probabilities under the model (kinds with `scores_reference`)."""
+        raise EngineLoadError(f"engine '{self.name}' ({self.kind}) cannot score a reference: it runs no model")
+
+    def restart(self) -> None:
+        """Restart the engine's server (managed kinds)."""
+        raise EngineSpecError(f"engine '{self.name}' ({self.kind}) runs no server to restart; unload and add it again")
+
+    def server_status(self) -> dict | None:
+        """State, PID, port, log … of its server (managed kinds); None for the others."""
+        return None
+
+    def server_down(self) -> str | None:
+        """Why its server is no longer running (crashed or stopped: exit code and log lines); None while it
+        runs, and for kinds without a server."""
+        return None
 
     def uses_local_cpu(self) -> bool:
         """True when generating loads this machine's CPUs (an in-process model or a local CPU server):

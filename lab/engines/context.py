@@ -1,15 +1,19 @@
-"""A model's context length read from its own config (assets/context.yaml says where), and the
-guard that refuses a prompt which, with `max_tokens`, would run past it: in-process transformers
-and `transformers serve` would otherwise generate past the model's positions."""
+"""A model's context length read from its own config (assets/context.yaml says where), the one test of
+whether a prompt fits a context (`prompt_fits`), the one resolution of an engine's context
+(`context_length`), and the guard that refuses a prompt which, with `max_tokens`, would run past it:
+in-process transformers and `transformers serve` would otherwise generate past the model's positions."""
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from lab.settings import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from lab.engines.common import EngineBase
 
 CONTEXT_PATH = PROJECT_ROOT / "assets" / "context.yaml"
 
@@ -69,9 +73,32 @@ def read_context_length(model_source: str) -> tuple[int, str] | None:
     return model_context_length(config, tokenizer)
 
 
+def prompt_fits(n_tokens: int, max_tokens: int, max_model_len: int) -> bool:
+    """Whether a prompt of `n_tokens` leaves room for `max_tokens` new tokens in a context of `max_model_len`
+    (the one test: the engines' refusal, the replay's guard, the prompt audit)."""
+    return n_tokens + max_tokens <= max_model_len
+
+
+def context_length(engine: EngineBase, given: int | None = None, *, assumed: bool = False) -> int | None:
+    """The context `engine` runs its model with: `given` (a run's --max-model-len), else what the engine
+    knows (its `max_model_len`: the server's reported context, its model config's, or the one it was
+    started with), else its settings' `max_model_len` (a vLLM engine's flag). None when unknown; with
+    `assumed`, never None: then its preset's `engine.max_model_len`, else the presets file's default (the
+    TB2-lite setting, 49152), for views that need a number (the prompt audit's budget)."""
+    value = given or engine.max_model_len or engine.settings.get("max_model_len")
+    if value is None and assumed:
+        preset = engine.preset
+        value = preset.engine.get("max_model_len") if preset is not None else None
+        if value is None:
+            from lab.engines.presets import load_engine_defaults
+
+            value = load_engine_defaults().get("max_model_len")
+    return int(value) if value is not None else None
+
+
 def overlong_error(n_tokens: int, max_tokens: int, max_model_len: int, source: str | None) -> str | None:
     """The one-line refusal for a prompt that, with `max_tokens`, exceeds the context; None when it fits."""
-    if n_tokens + max_tokens <= max_model_len:
+    if prompt_fits(n_tokens, max_tokens, max_model_len):
         return None
     where = f" ({source})" if source else ""
     return (f"prompt too long: {n_tokens:,} prompt tokens + max_tokens {max_tokens:,} exceed the model's context of "

@@ -69,6 +69,8 @@ class OpenAIEngine(EngineBase):
     """Streams rendered prompts to `/v1/completions` of one or more replicas, a few at a time."""
 
     kind = "openai"
+    usage = "openai:BASE_URL#MODEL"
+    scores_reference = True
     OPTIONS = {
         "tokenizer": "tokenizer folder or Hub id used to render prompts (default: MODEL)",
         "api_key": "bearer token (default: $OPENAI_API_KEY)",

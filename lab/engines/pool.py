@@ -19,11 +19,10 @@ from lab.engines.common import EngineBase
 from lab.engines.loading import hub_ids_only
 from lab.engines.preset_fit import preset_status
 from lab.engines.presets import Preset
-from lab.engines.registry import create_engine, resolve_spec
+from lab.engines.registry import ENGINE_KINDS, create_engine, resolve_spec
 from lab.errors import EngineSpecError, LabError
 
 LOADING, READY, FAILED, CRASHED = "loading", "ready", "failed", "crashed"
-PUBLIC_KINDS = ("reference", "stored")
 
 Requests = list[Request] | Mapping[str, list[Request]] | Callable[[EngineBase], list[Request]]
 PoolOnDone = Callable[[str, int, Completion], None]
@@ -86,12 +85,13 @@ class EnginePool:
         if self.allow_loading:
             return
         config = resolve_spec(spec, self.presets)
-        if config.kind not in PUBLIC_KINDS:
+        cls = ENGINE_KINDS[config.kind]
+        if not cls.answers_from_data:
             raise EngineSpecError(
                 f"loading '{config.kind}' engines is disabled on this server; only reference and "
                 "stored:RESULT_FILE are allowed (the owner can enable engines with LAB_ALLOW_ENGINES=1)"
             )
-        if config.kind == "stored":
+        if cls.stored_run:
             path = Path(config.target).expanduser().resolve()
             if not any(path == root or root in path.parents for root in self.data_roots):
                 raise EngineSpecError(
@@ -162,7 +162,7 @@ class EnginePool:
         from lab.engines.servers.config import server_settings
         from lab.engines.servers.gpu_budget import CPU_KV_BUDGET_HINT, Budget, GpuRequest, split_budget
 
-        wanted = [e for e in new if hasattr(e, "memory_share")]
+        wanted = [e for e in new if e.holds_memory_share]
         if not wanted:
             return
         config = server_settings()
@@ -178,7 +178,7 @@ class EnginePool:
             held: dict[int, list[tuple[str, float]]] = {}
             for slot in self._slots.values():
                 engine = slot.engine
-                if engine in new or not hasattr(engine, "memory_share") or slot.state == FAILED:
+                if engine in new or not engine.holds_memory_share or slot.state == FAILED:
                     continue
                 if engine.memory_pool() == pool_name and engine.memory_share() is not None:
                     for gpu in self._devices(engine, pool_name):
@@ -211,7 +211,7 @@ class EnginePool:
         for gpu in sorted({g for e in mine for g in self._devices(e, pool_name)}):
             held = sum(slot.engine.memory_share() or 0.0 for slot in self._slots.values()
                        if slot.client is not None and slot.client == client and slot.engine not in new
-                       and slot.state != FAILED and hasattr(slot.engine, "memory_share")
+                       and slot.state != FAILED and slot.engine.holds_memory_share
                        and slot.engine.memory_pool() == pool_name and gpu in self._devices(slot.engine, pool_name))
             here = [e for e in mine if gpu in self._devices(e, pool_name)]
             each = math.floor((cap - held) / len(here) / budget.step) * budget.step
@@ -233,7 +233,7 @@ class EnginePool:
         action = action or slot.engine.load
         try:
             with hub_ids_only(slot.visitor):
-                if getattr(slot.engine, "managed", False):
+                if slot.engine.managed:
                     with self._start_lock:  # one server starts at a time, each until it answers
                         if slot.removed:
                             return
@@ -256,7 +256,7 @@ class EnginePool:
             slot = self._slots.get(name)
             if slot is None:
                 raise EngineSpecError(f"no engine named '{name}' in the pool")
-            if not hasattr(slot.engine, "restart"):
+            if not slot.engine.managed:
                 raise EngineSpecError(f"engine '{name}' ({slot.engine.kind}) runs no server to restart; unload and add it again")
             if slot.state == LOADING:
                 raise EngineSpecError(f"engine '{name}' is still starting; wait until it is ready or failed")
@@ -281,7 +281,7 @@ class EnginePool:
             if slot is None:
                 raise EngineSpecError(f"no engine named '{name}' in the pool")
             slot.removed = True
-            loaded = slot.state == READY or getattr(slot.engine, "managed", False)
+            loaded = slot.state == READY or slot.engine.managed
         if loaded:  # a managed engine's server is stopped whatever its state
             slot.engine.close()
 
@@ -302,9 +302,9 @@ class EnginePool:
     def _state_of(slot: Slot) -> tuple[str, str | None]:
         """(state, error): a ready managed engine whose server died is `crashed`, with its exit
         code and log lines as the error."""
-        server = getattr(slot.engine, "server", None)
-        if slot.state == READY and server is not None and server.state in ("crashed", "stopped"):
-            return CRASHED, server.failure_text()
+        down = slot.engine.server_down() if slot.state == READY else None
+        if down is not None:
+            return CRASHED, down
         return slot.state, slot.error
 
     def names(self, state: str | None = None) -> list[str]:
@@ -336,9 +336,9 @@ class EnginePool:
                     "error": error,
                     "device": info.device if info else None,
                     "memory_gb": info.memory_gb if info else None,
-                    "lora": info.lora if info else getattr(slot.engine, "lora", None),
-                    "preset": getattr(slot.engine, "preset_key", None),
-                    "server": slot.engine.server_status() if hasattr(slot.engine, "server_status") else None,
+                    "lora": info.lora if info else slot.engine.lora,
+                    "preset": slot.engine.preset_key,
+                    "server": slot.engine.server_status(),
                     "visitor": slot.visitor,
                     **slot.facts,
                 }

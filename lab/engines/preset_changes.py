@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.engines.common import EngineConfig
+from lab.engines.common import EngineBase, EngineConfig
 from lab.engines.presets import ENGINE_KEYS
 from lab.engines.servers.flags import flag_name
 from lab.errors import LabError
@@ -36,12 +36,12 @@ def _shown(value: object) -> str:
     return str(value)
 
 
-def plain_engine(engine: object) -> object | None:
+def plain_engine(engine: EngineBase) -> EngineBase | None:
     """The engine the same SPEC builds without its preset (the checkpoint it names, or the preset's own
     model for a bare preset), or None when the engine has no preset or that one cannot be built."""
     from lab.engines.registry import ENGINE_KINDS, resolve_spec
 
-    preset = getattr(engine, "preset", None)
+    preset = engine.preset
     if preset is None:
         return None
     try:
@@ -58,23 +58,23 @@ def _pairs(part: str, mine: dict, other: dict, name=lambda key: key) -> list[Pre
             for key in mine.keys() | other.keys() if _shown(mine.get(key)) != _shown(other.get(key))]
 
 
-def preset_changes(engine: object) -> list[PresetChange]:
+def preset_changes(engine: EngineBase) -> list[PresetChange]:
     """Every difference the preset makes to `engine` (in PARTS order), [] without a preset."""
     plain = plain_engine(engine)
     if plain is None:
         return []
     changes: list[PresetChange] = []
-    settings, plain_settings = getattr(engine, "settings", None), getattr(plain, "settings", None)
-    if isinstance(settings, dict) and isinstance(plain_settings, dict):  # a managed vLLM server's flags
+    settings, plain_settings = engine.settings, plain.settings
+    if settings or plain_settings:  # a managed vLLM server's flags
         keys = [k for k in ENGINE_KEYS if k in settings or k in plain_settings]
         changes += sorted(_pairs("server flag", {k: settings.get(k) for k in keys},
                                  {k: plain_settings.get(k) for k in keys}, flag_name), key=lambda c: c.name)
-    trust = (bool(getattr(engine, "trust_remote_code", False)), bool(getattr(plain, "trust_remote_code", False)))
+    trust = (engine.trust_remote_code, plain.trust_remote_code)
     if trust[0] != trust[1]:
-        part = "server flag" if getattr(engine, "managed", False) else "engine setting"
+        part = "server flag" if engine.managed else "engine setting"
         changes.append(PresetChange(part, "--trust-remote-code" if part == "server flag" else "trust_remote_code",
                                     _shown(trust[0]), _shown(trust[1])))
-    dtype = (getattr(engine, "preset_dtype", None), getattr(plain, "preset_dtype", None))  # in-process transformers
+    dtype = (engine.preset_dtype, plain.preset_dtype)  # in-process transformers
     if dtype[0] != dtype[1]:
         changes.append(PresetChange("engine setting", "dtype (with dtype=auto)", _shown(dtype[0]), _shown(dtype[1])))
     changes += sorted(_pairs("prompt option", dict(engine.prompt_options), dict(plain.prompt_options)),
@@ -86,7 +86,7 @@ def preset_changes(engine: object) -> list[PresetChange]:
     changes += sorted(_pairs("sampling", sampling, plain.default_sampling.to_dict()),
                       key=lambda c: fields.index(c.name) if c.name in fields else len(fields))
     changes.sort(key=lambda c: PARTS.index(c.part))  # stable: each part keeps its order
-    lora = (getattr(engine, "lora", None), getattr(plain, "lora", None))
+    lora = (engine.lora, plain.lora)
     if lora[0] != lora[1]:
         changes.append(PresetChange("adapter", "LoRA", _shown(lora[0]), _shown(lora[1])))
     return changes

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.engines.common import EngineBase
 from lab.engines.model_facts import config_kinds, read_config
 from lab.engines.presets import Family, load_families
 from lab.errors import LabError
 
-MODEL_KINDS = ("vllm", "transformers", "transformers-serve")  # the kinds that load a checkpoint (and take presets)
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,18 @@ def fits(checkpoint: Checkpoint, family: Family) -> bool:
                 or set(checkpoint.architectures) & set(family.architectures))
 
 
-def fit_warning(engine: object, families: dict[str, Family] | None = None) -> str | None:
+def fit_warning(engine: EngineBase, families: dict[str, Family] | None = None) -> str | None:
     """One line when `engine` runs a preset on a checkpoint (`?preset=KEY`) whose config.json names another
     family than the preset's; None when it fits, when no preset is applied to another checkpoint (a bare
     preset loads its own model), or when the checkpoint's config or the preset's family is unknown here."""
-    preset = getattr(engine, "preset", None)
-    if preset is None or not getattr(engine, "preset_on_target", False) or not preset.family:
+    preset = engine.preset
+    if preset is None or not engine.preset_on_target or not preset.family:
         return None
     try:
         family = (families if families is not None else load_families()).get(preset.family)
     except LabError:
         return None
-    model = getattr(engine, "model_source", None) or getattr(engine, "model_id", None)
+    model = engine.model_source or engine.model_id
     checkpoint = read_checkpoint(model)
     if family is None or not checkpoint.known or fits(checkpoint, family):
         return None
@@ -81,15 +81,15 @@ def spec_fit_warnings(specs: list[str]) -> list[str]:
     return lines
 
 
-def preset_status(engine: object) -> dict:
+def preset_status(engine: EngineBase) -> dict:
     """What the Engines tab and the prompt audit show of an engine's preset and checkpoint, computed once when
     the engine is added: `preset_changes` (lab.engines.preset_changes, [] without a preset), `preset_warning`
     (fit_warning) and `checkpoint` (its config.json's architecture, shown before the engine describes itself)."""
     from lab.engines.preset_changes import preset_changes
 
-    if getattr(engine, "kind", "") not in MODEL_KINDS:
+    if not engine.takes_preset:  # the kinds that load a checkpoint
         return {}
-    model = getattr(engine, "model_source", None) or getattr(engine, "model_id", None)
+    model = engine.model_source or engine.model_id
     try:
         return {"preset_changes": preset_changes(engine), "preset_warning": fit_warning(engine),
                 "checkpoint": read_checkpoint(model).text() or None}

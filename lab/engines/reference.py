@@ -11,6 +11,10 @@ class ReferenceEngine(EngineBase):
     """Returns `request.step.ref_raw` verbatim; needs no model."""
 
     kind = "reference"
+    usage = "reference"
+    answers_from_data = True
+    answers_reference = True
+    takes_target = False
     OPTIONS: dict[str, str] = {}
 
     def __init__(self, config: EngineConfig) -> None:

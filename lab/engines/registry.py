@@ -31,28 +31,21 @@ from lab.engines.stored import StoredEngine
 from lab.engines.transformers_engine import TransformersEngine
 from lab.errors import EngineSpecError
 
-ENGINE_KINDS: dict[str, type[EngineBase]] = {
-    "reference": ReferenceEngine,
-    "stored": StoredEngine,
-    "transformers": TransformersEngine,
-    "vllm": VLLMServerEngine,
-    "transformers-serve": TransformersServeEngine,
-    "openai": OpenAIEngine,
-}
-KIND_USAGE = {
-    "reference": "reference",
-    "stored": "stored:PATH",
-    "transformers": "transformers:MODEL_OR_PATH",
-    "vllm": "vllm:MODEL_OR_PRESET",
-    "transformers-serve": "transformers-serve:MODEL_OR_PATH",
-    "openai": "openai:BASE_URL#MODEL",
-}
-# kinds whose target may name a preset
-PRESET_KINDS = {"transformers", "vllm", "transformers-serve"}
+ENGINE_CLASSES: tuple[type[EngineBase], ...] = (
+    ReferenceEngine, StoredEngine, TransformersEngine, VLLMServerEngine, TransformersServeEngine, OpenAIEngine,
+)
+# kind -> class, from the classes' own `kind` (each class declares its usage and traits: lab.engines.common)
+ENGINE_KINDS: dict[str, type[EngineBase]] = {cls.kind: cls for cls in ENGINE_CLASSES}
+
+
+def engine_class(kind: str) -> type[EngineBase]:
+    """The class of engine `kind`, whose traits say what the kind does; EngineBase itself (every trait at
+    its default) for a kind the lab does not have."""
+    return ENGINE_KINDS.get(kind, EngineBase)
 
 
 def _unknown(spec: str, presets: dict[str, Preset] | None, problem: str) -> EngineSpecError:
-    kinds = ", ".join(KIND_USAGE.values())
+    kinds = ", ".join(cls.usage for cls in ENGINE_CLASSES)
     names = ", ".join(sorted(presets)) if presets else "(none)"
     return EngineSpecError(f"{problem} '{spec}'. Engine kinds: {kinds}. Presets: {names}")
 
@@ -70,21 +63,21 @@ def resolve_spec(spec: str, presets: dict[str, Preset] | None = None) -> EngineC
         if "preset" in options:
             raise EngineSpecError(f"engine spec '{spec}': ?preset= goes on a model SPEC "
                                   f"(vllm:MODEL_OR_PATH?preset=KEY); a bare preset name is already a preset")
-        if kind in ENGINE_KINDS and ENGINE_KINDS[kind] is ReferenceEngine:
+        if kind in ENGINE_KINDS and not ENGINE_KINDS[kind].takes_target:
             return EngineConfig(spec=parsed.text, kind=kind, target="", options=options)
         table = get_presets()
         if kind in table:
             preset = table[kind]
             return EngineConfig(spec=parsed.text, kind=preset.kind, target=kind, options=options, preset=preset)
         if kind in ENGINE_KINDS:
-            raise EngineSpecError(f"engine spec '{spec}' needs a target: {KIND_USAGE[kind]}")
+            raise EngineSpecError(f"engine spec '{spec}' needs a target: {ENGINE_KINDS[kind].usage}")
         raise _unknown(spec, table, "unknown engine or preset")
     if kind not in ENGINE_KINDS:
         raise _unknown(spec, get_presets(), f"unknown engine kind '{kind}' in")
     if "preset" in options:
         return _with_preset(parsed.text, kind, target, options, get_presets())
     preset = None
-    if kind in PRESET_KINDS and target and not Path(target).expanduser().exists():
+    if ENGINE_KINDS[kind].takes_preset and target and not Path(target).expanduser().exists():
         preset = get_presets().get(target)
     return EngineConfig(spec=parsed.text, kind=kind, target=target, options=options, preset=preset)
 
@@ -92,7 +85,7 @@ def resolve_spec(spec: str, presets: dict[str, Preset] | None = None) -> EngineC
 def _with_preset(spec: str, kind: str, target: str, options: dict, table: dict[str, Preset]) -> EngineConfig:
     """`KIND:MODEL?preset=KEY`: the preset's settings on MODEL (the checkpoint the SPEC names)."""
     key = options.pop("preset")
-    if kind not in PRESET_KINDS:
+    if not ENGINE_KINDS[kind].takes_preset:
         raise EngineSpecError(f"engine spec '{spec}': ?preset= applies to vllm:, transformers: and "
                               f"transformers-serve: SPECs only, not to {kind}:")
     if key not in table:
@@ -118,7 +111,7 @@ def create_engine(spec: str, *, presets: dict[str, Preset] | None = None, **over
 
 def engine_kinds() -> dict[str, str]:
     """Kind -> usage string, for help texts and the UI."""
-    return dict(KIND_USAGE)
+    return {cls.kind: cls.usage for cls in ENGINE_CLASSES}
 
 
 def engine_options(kind: str) -> dict[str, str]:

@@ -38,6 +38,9 @@ class StoredEngine(EngineBase):
     loading, so a pool can show it at once); `describe()` gives the stored model."""
 
     kind = "stored"
+    usage = "stored:PATH"
+    answers_from_data = True
+    stored_run = True
     OPTIONS: dict[str, str] = {}
 
     def __init__(self, config: EngineConfig) -> None:
@@ -91,6 +94,10 @@ class StoredEngine(EngineBase):
             logprobs=logprobs,
             logprobs_error=why or (noted[:300] if isinstance(noted, str) and logprobs is None else None),
         )
+
+    def covers(self, key: str) -> bool:
+        """Only the steps the stored run answered (its file leaves the others out)."""
+        return key in self.rows
 
     def generate(self, requests: list[Request], sampling: Sampling, on_done: OnDone | None = None) -> list[Completion]:
         results: list = [None] * len(requests)

@@ -139,6 +139,9 @@ class TransformersEngine(EngineBase):
     """Generates with `AutoModelForCausalLM` (+ `peft.PeftModel` for a LoRA adapter)."""
 
     kind = "transformers"
+    usage = "transformers:MODEL_OR_PATH"
+    takes_preset = True
+    scores_reference = True
     OPTIONS = {
         "device": "auto | cpu | cuda | cuda:N",
         "dtype": "auto | bfloat16 | float16 | float32",

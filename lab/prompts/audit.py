@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from lab.engines.context import prompt_fits
 from lab.prompts.options import PromptOptions
 from lab.prompts.render import RenderedPrompt, _chat_template, render_prompt, sent_tokens
 
@@ -65,10 +66,10 @@ def context_verdict(n_tokens: int | None, max_model_len: int, max_tokens: int, o
     if n_tokens is None:
         return None, None
     if overlong == "shorten":
-        if n_tokens > max_model_len:
+        if not prompt_fits(n_tokens, 0, max_model_len):
             return True, 0
         return False, max(0, min(max_tokens, max_model_len - n_tokens))
-    if overlong == "reject" and n_tokens + max_tokens > max_model_len:
+    if overlong == "reject" and not prompt_fits(n_tokens, max_tokens, max_model_len):
         return True, 0
     return False, max_tokens
 
@@ -161,7 +162,7 @@ def audit_template(
         first_difference=None if own_text is None else first_difference(rendered.text, own_text),
         max_model_len=max_model_len,
         max_tokens=max_tokens,
-        fits=None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len,
+        fits=None if rendered.n_tokens is None else prompt_fits(rendered.n_tokens, max_tokens, max_model_len),
         truncation=truncation,
         overlong=overlong,
         special_added=sent.added if sent else None,

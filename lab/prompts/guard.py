@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from lab.engines.context import prompt_fits
 from lab.errors import LabError
 
 MAX_OFFENDERS_LISTED = 10
@@ -43,7 +44,7 @@ def context_stats(lengths: Sequence[int], max_model_len: int, max_tokens: int, m
 
 def find_offenders(keys: Sequence[str], lengths: Sequence[int], max_model_len: int, max_tokens: int) -> list[tuple[str, int]]:
     """(key, length) of every prompt whose length + max_tokens exceeds max_model_len, in order."""
-    return [(k, n) for k, n in zip(keys, lengths) if n + max_tokens > max_model_len]
+    return [(k, n) for k, n in zip(keys, lengths) if not prompt_fits(n, max_tokens, max_model_len)]
 
 
 def check_context(keys: Sequence[str], lengths: Sequence[int], max_model_len: int, max_tokens: int,

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.engines.common import EngineBase
 
-def safe_run_name(engine, out_dir: Path, wanted: str | None) -> str:
+
+def safe_run_name(engine: EngineBase, out_dir: Path, wanted: str | None) -> str:
     """The run's file stem: `wanted` or the engine's name, never the result file a `stored:` engine
     reads its answers from (a batch must not overwrite its own input)."""
     from lab.runs.replay import run_file_name
 
     stem = run_file_name(engine, wanted)
-    source = getattr(engine, "path", None) if getattr(engine, "kind", "") == "stored" else None
+    source = engine.path  # the result file a stored run answers from; None for the other kinds
     if source is not None and Path(source).resolve() == (out_dir / f"{stem}.json").resolve():
         stem = f"{stem}-replay"
     return stem

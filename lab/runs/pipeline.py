@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lab.data.step import Step
-from lab.engines.base import Completion, Engine, Request, Sampling
+from lab.engines.base import Completion, Request, Sampling
+from lab.engines.common import EngineBase
 from lab.prompts.contracts import get_contract
 from lab.prompts.options import PromptOptions
 from lab.prompts.render import RenderedPrompt, render_prompt, sent_tokens
@@ -14,13 +15,10 @@ from lab.scoring.action import ParsedAction
 from lab.scoring.aggregate import task_complete_fields
 from lab.scoring.metrics import StepMetrics, score_batch
 from lab.scoring.parse import parse_action
-from lab.tb2lite import CORRECTED, DEFAULT_CONTRACT
+from lab.tb2lite import CORRECTED
 
 PREVIEW_CHARS = 1200
 TOKEN_IDS_PREVIEW = 64
-# Engines that answer from data rather than from the prompt: their prompt is rendered for display
-# only, so a raw fallback there is no reason to abort a run.
-PROMPT_FREE_KINDS = frozenset({"reference", "stored"})
 # Template status of a contract prompt sent verbatim (not a fallback: the contract asks for it).
 CONTRACT_PROMPT_STATUS = "contract_prompt"
 
@@ -42,23 +40,23 @@ class StepResult:
         return self.completion.error
 
 
-def prompt_options_of(engine: Engine) -> PromptOptions:
+def prompt_options_of(engine: EngineBase) -> PromptOptions:
     """The engine's thinking options (from its preset), as PromptOptions."""
-    opts = getattr(engine, "prompt_options", None)
+    opts = engine.prompt_options
     if isinstance(opts, PromptOptions):
         return opts
     return PromptOptions(**(opts or {}))
 
 
-def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
+def render_for_engine(engine: EngineBase, step: Step) -> RenderedPrompt:
     """Render a step's prompt exactly as `engine` will receive it (contract + chat template)."""
-    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
+    contract = get_contract(engine.contract)
     messages, fallback_prompt = contract.build_messages(step)
-    tokenizer = getattr(engine, "tokenizer", None)
+    tokenizer = engine.tokenizer
     if contract.raw_prompt:
         rendered = RenderedPrompt(fallback_prompt, CONTRACT_PROMPT_STATUS)
     else:
-        rendered = render_prompt(messages, fallback_prompt, tokenizer, getattr(engine, "prompt_identity", None) or getattr(engine, "model_id", "") or "",
+        rendered = render_prompt(messages, fallback_prompt, tokenizer, engine.prompt_identity,
                                  prompt_options_of(engine), count=False)
     # one count everywhere: the tokens as the engine sends them, with the special tokens it adds
     sent = sent_tokens(tokenizer, rendered.text, engine_adds_special_tokens(engine))
@@ -67,10 +65,10 @@ def render_for_engine(engine: Engine, step: Step) -> RenderedPrompt:
     return rendered
 
 
-def engine_adds_special_tokens(engine: Engine) -> bool:
+def engine_adds_special_tokens(engine: EngineBase) -> bool:
     """Whether `engine` tokenizes a prompt with the tokenizer's special tokens (vLLM's /v1/completions
     and `transformers serve` do; a transformers engine unless `add_special_tokens=false`)."""
-    return bool(getattr(engine, "add_special_tokens", True))
+    return bool(engine.add_special_tokens)
 
 
 _REF_CACHE: dict[str, ParsedAction] = {}
@@ -85,10 +83,10 @@ def parse_reference(step: Step) -> ParsedAction:
 
 
 def score_completion(
-    engine: Engine, step: Step, prompt: RenderedPrompt, completion: Completion, scorer: str = CORRECTED
+    engine: EngineBase, step: Step, prompt: RenderedPrompt, completion: Completion, scorer: str = CORRECTED
 ) -> StepResult:
     """Parse and score one completion against the step's reference."""
-    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
+    contract = get_contract(engine.contract)
     parsed = contract.parse(completion.text or "")
     if completion.command_units is not None:
         # Stored answers: previews are cut at 1,200 characters, so the stored units are the truth.
@@ -148,7 +146,7 @@ def per_step_row(
 
 
 def run_steps(
-    engine: Engine,
+    engine: EngineBase,
     steps: list[Step],
     sampling: Sampling | None = None,
     on_result: Callable[[int, StepResult], None] | None = None,
@@ -156,7 +154,7 @@ def run_steps(
     prompts: list[RenderedPrompt] | None = None,
 ) -> list[StepResult]:
     """Render, generate, parse and score `steps` on one engine; `on_result` fires per finished step."""
-    sampling = sampling or getattr(engine, "default_sampling", None) or Sampling()
+    sampling = sampling or engine.default_sampling
     prompts = prompts if prompts is not None else [render_for_engine(engine, s) for s in steps]
     requests = [Request(step=s, prompt=p.text, prompt_ids=p.token_ids) for s, p in zip(steps, prompts)]
     results: list[StepResult | None] = [None] * len(steps)

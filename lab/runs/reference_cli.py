@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
                                  taken=taken, notify=note, resume=args.resume, replay_fingerprint=replay_set.fingerprint,
                                  selection=step_selection(args.mode, args.tasks, args.limit),
                                  eval_path=str(replay_set.path))
-        bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
+        bar = tqdm(total=len(steps), desc=engine.name, unit="step", file=sys.stderr)
 
         def progress(done: int, total: int, bar=bar) -> None:
             bar.n = done

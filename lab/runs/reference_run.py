@@ -24,14 +24,13 @@ from typing import Callable
 
 from lab import __version__
 from lab.data.step import Step
-from lab.engines.base import Engine
+from lab.engines.common import EngineBase
 from lab.engines.reference_likelihood import ReferenceScore, unit_logprobs, unit_spans
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import parse_reference, render_for_engine
 from lab.runs.replay import run_file_name, utc_timestamp
-from lab.tb2lite import DEFAULT_CONTRACT
 
 KIND = "tb2lite-reference-likelihood"
 FORMAT_VERSION = 1
@@ -60,7 +59,7 @@ def is_reference_file(result: object) -> bool:
     return isinstance(result, dict) and result.get("kind") == KIND
 
 
-def score_step(engine: Engine, step: Step) -> dict:
+def score_step(engine: EngineBase, step: Step) -> dict:
     """One step's row: the reference scored on the engine's own rendered prompt, units located."""
     prompt = render_for_engine(engine, step)
     try:
@@ -89,20 +88,20 @@ def aggregate(rows: list[dict]) -> dict:
     }
 
 
-def _header(engine: Engine, config: ReferenceConfig, steps: list[Step]) -> dict:
+def _header(engine: EngineBase, config: ReferenceConfig, steps: list[Step]) -> dict:
     return {"kind": KIND, "engine": engine.spec, "steps": len(steps), "replay_sha256": config.replay_fingerprint,
             "selection": config.selection or {}}
 
 
 def score_reference_run(
-    engine: Engine,
+    engine: EngineBase,
     steps: list[Step],
     config: ReferenceConfig,
     progress: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> Path:
     """Score every step's reference on a loaded `engine`; return the finished file's path."""
-    if not hasattr(engine, "score_reference"):
+    if not engine.scores_reference:
         raise LabError(f"{engine.spec}: a {engine.kind} engine cannot score the reference (it has no model); "
                        "use transformers:, vllm:, or openai: on a vLLM server")
     claim = claim_run(config.out_dir, run_file_name(engine, config.run_name), suffix=SUFFIX, resume=config.resume,
@@ -115,7 +114,7 @@ def score_reference_run(
         claim.release()
 
 
-def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, claim: RunClaim,
+def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfig, claim: RunClaim,
                    progress: Callable[[int, int], None] | None, stop: threading.Event | None) -> Path:
     """score_reference_run once its run name is held."""
     checkpoint = Checkpoint(claim.checkpoint)
@@ -147,7 +146,7 @@ def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, c
     checkpoint.close()
     rows = [done[s.key] for s in steps]
     info = engine.describe()
-    model_path = getattr(engine, "model_id", "") or info.model
+    model_path = engine.model_id or info.model
     result = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -156,7 +155,7 @@ def _score_claimed(engine: Engine, steps: list[Step], config: ReferenceConfig, c
         "lora_path": info.lora,
         "model_short": ((claim.name if config.run_name else None) or model_path.rstrip("/").split("/")[-1]
                         or engine.kind),
-        "contract": getattr(engine, "contract", DEFAULT_CONTRACT),
+        "contract": engine.contract,
         "eval_path": config.eval_path,
         "replay_sha256": config.replay_fingerprint,
         "timestamp": utc_timestamp(),

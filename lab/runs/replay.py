@@ -12,19 +12,21 @@ from typing import Callable
 
 from lab import __version__
 from lab.data.step import Step
-from lab.engines.base import Engine, Sampling
+from lab.engines.base import Sampling
+from lab.engines.common import EngineBase
+from lab.engines.context import context_length
 from lab.errors import LabError
 from lab.prompts.guard import check_context, context_stats
 from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
-from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, prompt_options_of, render_for_engine, run_steps
+from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
-from lab.tb2lite import CORRECTED, DEFAULT_CONTRACT
+from lab.tb2lite import CORRECTED
 
 # progress(done, total, live_aggregate_or_None): the aggregate comes with some calls only
 ProgressFn = Callable[[int, int, dict | None], None]
@@ -66,19 +68,19 @@ def run_name_max() -> int:
     return int(yaml.safe_load(Path(__file__).with_name("limits.yaml").read_text(encoding="utf-8"))["run_name_max"])
 
 
-def default_run_name(engine: Engine) -> str:
+def default_run_name(engine: EngineBase) -> str:
     """A run's name when none is given: the engine's name, and for a model engine whose name the user did not
     choose (`name=`) its kind and the preset it runs with, so one checkpoint replayed on two engines, or with and
     without a preset, gets two names (`checkpoint-3-vllm`, `checkpoint-3-transformers-gemma4-e4b-sft`)."""
-    name = getattr(engine, "name", None) or engine.kind
-    if getattr(engine, "name_given", False) or engine.kind in PROMPT_FREE_KINDS:
+    name = engine.name or engine.kind
+    if engine.name_given or engine.answers_from_data:
         return name
-    preset = engine.preset_key if getattr(engine, "preset_on_target", False) else None
+    preset = engine.preset_key if engine.preset_on_target else None
     tag = "-".join(t for t in (engine.kind, preset) if t)
     return name if name.endswith(tag) else f"{name}-{tag}"
 
 
-def run_file_name(engine: Engine, explicit: str | None = None) -> str:
+def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
     name = explicit or default_run_name(engine)
@@ -96,7 +98,7 @@ def utc_timestamp() -> str:
 
 
 def replay(
-    engine: Engine,
+    engine: EngineBase,
     steps: list[Step],
     config: ReplayConfig,
     progress: ProgressFn | None = None,
@@ -122,16 +124,16 @@ def replay(
         claim.release()
 
 
-def _replay_claimed(engine: Engine, steps: list[Step], config: ReplayConfig, claim: RunClaim,
+def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig, claim: RunClaim,
                     progress: ProgressFn | None, stop: threading.Event | None) -> Path:
     """replay() once its run name is held."""
     checkpoint = Checkpoint(claim.checkpoint)
-    sampling = config.sampling or getattr(engine, "default_sampling", None) or Sampling()
+    sampling = config.sampling or engine.default_sampling
     if config.samples > 1:  # sample k uses seed S + k; the file records S
         sampling = replace(sampling, seed=base_seed(sampling))
 
     prompts = [render_for_engine(engine, s) for s in steps]
-    generates = engine.kind not in PROMPT_FREE_KINDS
+    generates = not engine.answers_from_data  # else the prompt is rendered for display only: a raw fallback is no reason to stop
     meta = template_metadata(prompts, prompt_options_of(engine))
     if generates and not config.allow_raw_fallback and not meta.get("rank_eligible", True):
         raise RawFallbackError(
@@ -141,7 +143,7 @@ def _replay_claimed(engine: Engine, steps: list[Step], config: ReplayConfig, cla
     lengths = [p.n_tokens for p in prompts if p.n_tokens is not None]
     ctx = None
     if generates and lengths and len(lengths) == len(prompts):
-        max_len = config.max_model_len or getattr(engine, "max_model_len", None)
+        max_len = context_length(engine, config.max_model_len)
         messages_rows = sum(1 for s in steps if s.messages)
         if max_len:
             check_context([s.key for s in steps], lengths, max_len, sampling.max_tokens)
@@ -168,7 +170,7 @@ def _replay_claimed(engine: Engine, steps: list[Step], config: ReplayConfig, cla
     if progress:
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
     # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
-    chunk_size = max(config.chunk_size, 2 * int(getattr(engine, "concurrency", 0) or 0), 1)
+    chunk_size = max(config.chunk_size, 2 * (engine.concurrency or 0), 1)
     watching = _cancel_on_stop(engine, stop)  # Stop also cuts the requests in flight, not only between chunks
     try:
         for start in range(0, len(todo), chunk_size):
@@ -255,12 +257,12 @@ def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
         )
 
 
-def _cancel_on_stop(engine: Engine, stop: threading.Event | None) -> threading.Event:
-    """Watch `stop` while a replay runs: once set, the engine's cancel() (where it has one) drops the
-    requests in flight. Returns the event that ends the watch."""
+def _cancel_on_stop(engine: EngineBase, stop: threading.Event | None) -> threading.Event:
+    """Watch `stop` while a replay runs: once set, the engine's cancel() drops the requests in flight.
+    Returns the event that ends the watch."""
     over = threading.Event()
-    cancel = getattr(engine, "cancel", None)
-    if stop is None or cancel is None:
+    cancel = engine.cancel
+    if stop is None:
         return over
 
     def watch() -> None:
@@ -295,7 +297,7 @@ def _live_aggregate(done: dict[str, dict], scorer: str) -> dict | None:
     return aggregate_scores(list(done.values()), scorer)
 
 
-def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, steps: list[Step]) -> dict:
+def _header(engine: EngineBase, config: ReplayConfig, sampling: Sampling, steps: list[Step]) -> dict:
     header = {
         "engine": engine.spec,
         "eval_path": config.eval_path,
@@ -304,7 +306,7 @@ def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, steps: lis
         "step_keys": _steps_digest(steps),
         "sampling": sampling.to_dict(),
         "started": utc_timestamp(),
-        "load_time_sec": getattr(engine, "load_time_sec", None),
+        "load_time_sec": engine.load_time_sec,
     }
     if config.replay_fingerprint:
         header["replay_sha256"] = config.replay_fingerprint
@@ -316,7 +318,7 @@ def _header(engine: Engine, config: ReplayConfig, sampling: Sampling, steps: lis
 
 
 def _result(
-    engine: Engine,
+    engine: EngineBase,
     config: ReplayConfig,
     sampling: Sampling,
     header: dict,
@@ -327,7 +329,7 @@ def _result(
     info = engine.describe()
     gen_time = round(header["timings"]["gen_time_sec"], 1)
     load_time = header.get("load_time_sec")
-    model_id = getattr(engine, "model_id", "") or info.model
+    model_id = engine.model_id or info.model
     model_short = (config.run_name or model_id.rstrip("/").split("/")[-1] or engine.kind).replace(" ", "-")
     prompt_template = dict(meta)
     if ctx is not None:
@@ -348,9 +350,9 @@ def _result(
             **sampling.to_dict(),
             **prompt_options_of(engine).to_dict(),
             "backend": engine.kind,
-            "preset": getattr(engine, "preset_key", None),
-            "logprobs_top_k": getattr(engine, "logprobs_k", 0),
-            **getattr(engine, "engine_settings", lambda: {})(),
+            "preset": engine.preset_key,
+            "logprobs_top_k": engine.logprobs_k,
+            **engine.engine_settings(),
         },
         "prompt_template": prompt_template,
         "aggregate": {**aggregate_scores(per_step, config.scorer),
@@ -358,7 +360,7 @@ def _result(
         "per_step": per_step,
         "scoring_version": LEGACY if config.scorer == "legacy" else CORRECTED,
         "engine_spec": engine.spec,
-        "contract": getattr(engine, "contract", DEFAULT_CONTRACT),
+        "contract": engine.contract,
         "lab_version": __version__,
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),

@@ -9,6 +9,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from lab.engines.base import Sampling
+from lab.engines.common import EngineBase
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.errors import LabError
 from lab.settings import Settings
@@ -102,8 +103,8 @@ def select_steps(args: argparse.Namespace, settings: Settings):
     return replay_set, steps
 
 
-def _sampling(engine, args: argparse.Namespace) -> Sampling:
-    base = getattr(engine, "default_sampling", None) or Sampling()
+def _sampling(engine: EngineBase, args: argparse.Namespace) -> Sampling:
+    base = engine.default_sampling
     values = base.to_dict()
     for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p),
                      ("seed", getattr(args, "seed", None))):
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             engine.close()
             engines.fail(spec, problem)
             continue
-        if getattr(engine, "load_time_sec", None) is None:
+        if engine.load_time_sec is None:
             engine.load_time_sec = engines.load_seconds
         config = ReplayConfig(
             out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )
         warn_if_greedy(spec, config)
-        bar = tqdm(total=len(steps), desc=getattr(engine, "name", spec), unit="step", file=sys.stderr)
+        bar = tqdm(total=len(steps), desc=engine.name, unit="step", file=sys.stderr)
 
         def progress(done: int, total: int, agg: dict | None, bar=bar) -> None:
             bar.n = done

@@ -14,7 +14,8 @@ import yaml
 
 from lab.data.step import Step
 from lab.errors import LabError
-from lab.engines.base import Engine, Sampling
+from lab.engines.base import Sampling
+from lab.engines.common import EngineBase
 from lab.prompts.render import RenderedPrompt
 from lab.runs.pipeline import StepResult, run_steps
 from lab.settings import PROJECT_ROOT
@@ -99,7 +100,7 @@ def base_seed(sampling: Sampling, seed: int | None = None) -> int:
 
 
 def run_sampled_steps(
-    engine: Engine,
+    engine: EngineBase,
     steps: list[Step],
     sampling: Sampling,
     on_result: Callable[[int, StepResult], None] | None = None,

@@ -12,12 +12,12 @@ def needs(spec: str) -> dict:
     from lab.engines import create_engine
 
     engine = create_engine(spec)
-    settings = getattr(engine, "settings", None) or {}
+    settings = engine.settings
     on_cpu = (env("LAB_VLLM_DEVICE") or "").strip().lower() == "cpu"
-    if engine.kind != "vllm" or on_cpu or str(settings.get("device", "")).lower() == "cpu":
+    if not engine.holds_memory_share or on_cpu or str(settings.get("device", "")).lower() == "cpu":
         return {"num_cpus": 1, "num_gpus": 0}
     gpus = int(settings.get("tensor_parallel_size") or 1) * int(settings.get("pipeline_parallel_size") or 1)
-    if str((getattr(engine, "extra", None) or {}).get("distributed_executor_backend", "")).lower() == "ray":
+    if str(engine.extra.get("distributed_executor_backend", "")).lower() == "ray":
         # vLLM's Ray backend places its own GPU workers on the sweep's cluster; the lab's actor only supervises
         return {"num_cpus": 1, "num_gpus": 0, "cluster_gpus": gpus}
     return {"num_cpus": 1, "num_gpus": gpus}

@@ -74,7 +74,9 @@ def anchored(spec: str) -> str:
     """`stored:` with a relative path that exists here made absolute: a worker's folder is not the driver's."""
     kind, sep, target = spec.partition(":")
     path, qmark, options = target.partition("?")
-    if kind.strip() != "stored" or not sep or not path.strip() or Path(path.strip()).expanduser().is_absolute():
+    from lab.engines.registry import engine_class
+
+    if not engine_class(kind.strip()).stored_run or not sep or not path.strip() or Path(path.strip()).expanduser().is_absolute():
         return spec
     local = Path(path.strip())
     return f"stored:{local.resolve()}{qmark}{options}" if local.exists() else spec

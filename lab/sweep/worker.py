@@ -63,7 +63,7 @@ class EngineWorker:
         t0 = time.perf_counter()
         self.engine = create_engine(self.spec)
         self.engine.load()
-        if getattr(self.engine, "load_time_sec", None) is None:
+        if self.engine.load_time_sec is None:
             self.engine.load_time_sec = time.perf_counter() - t0
         return self._stem(run_name, what)
 
@@ -94,8 +94,7 @@ class EngineWorker:
     def missing(self, keys: list[str]) -> int:
         """How many of these steps the loaded engine has no answer for: a stored run covers only the steps
         it answered (they are left out of its file); every other engine answers all."""
-        rows = getattr(self.engine, "rows", None) if getattr(self.engine, "kind", "") == "stored" else None
-        return 0 if rows is None else sum(1 for key in keys if key not in rows)
+        return sum(1 for key in keys if not self.engine.covers(key))
 
     def run(self, steps: list, options: dict, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
         """Replay `steps` (or score their references: `options["what"]`), resuming from `entries` (the rows

@@ -70,7 +70,7 @@ class TB2LiteCallback(TrainerCallback):
         self.series: str | None = None
         self.budget_s = self.options.time_budget_s
         self.disabled: str | None = None  # why this run cannot be evaluated (said once)
-        self.server = CheckpointServer(self.options) if engine == "vllm" else None
+        self.server = None if self.options.in_memory else CheckpointServer(self.options)
         self.outcomes: dict[int, Outcome] = {}  # global step -> what its evaluation gave
 
     def attach(self, trainer) -> "TB2LiteCallback":
@@ -94,7 +94,7 @@ class TB2LiteCallback(TrainerCallback):
         self.budget_s, note = capped_budget(self.options.time_budget_s, args)
         if note:
             logger.warning("TB2-lite: %s", note)
-        reason = sharded_model(args) if self.options.engine == "transformers" else None
+        reason = sharded_model(args) if self.options.in_memory else None
         if reason:
             self.disabled = (f"{reason}: the main process does not hold the whole model; evaluate the saved "
                              "checkpoints with engine='vllm'")

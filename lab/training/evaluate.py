@@ -13,7 +13,7 @@ from typing import Callable
 
 from lab import jsontext
 from lab.data.step import Step
-from lab.engines.base import Engine
+from lab.engines.common import EngineBase
 from lab.errors import LabError, os_error_line
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import TakenFn
@@ -63,7 +63,7 @@ def one_line(exc: BaseException) -> str:
     return line[:LINE_MAX]
 
 
-def _stopped_line(plan: RunPlan, engine: Engine, suffix: str, total: int) -> str:
+def _stopped_line(plan: RunPlan, engine: EngineBase, suffix: str, total: int) -> str:
     """Why a run stopped at its budget, what is kept and how to finish it."""
     partial = plan.out_dir / f"{plan.stem}{suffix}.partial.jsonl"
     done = len(Checkpoint(partial).read()[1])
@@ -76,7 +76,7 @@ def _stopped_line(plan: RunPlan, engine: Engine, suffix: str, total: int) -> str
             f"--replay {plan.eval_path} --out {plan.out_dir})")
 
 
-def evaluate_checkpoint(engine: Engine, steps: list[Step], plan: RunPlan,
+def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
                         import_file: Callable[[Path], str] | None = None) -> Outcome:
     """Replay `steps` on a loaded `engine` into `plan.out_dir/plan.stem.json` (and the reference file), import
     them with `import_file` when given; never raises for a failure of the evaluation itself."""

@@ -55,7 +55,7 @@ class EvalOptions:
             raise LabError(f"limit={self.limit!r}: give a whole number of steps, at least 1 (or None for all)")
         if self.every_steps is not None and (not isinstance(self.every_steps, int) or self.every_steps < 1):
             raise LabError(f"every_steps={self.every_steps!r}: give a whole number of optimizer steps, at least 1")
-        if self.every_steps is not None and self.engine != "transformers":
+        if self.every_steps is not None and not self.in_memory:
             raise LabError("every_steps evaluates the model in memory between saves: it needs engine='transformers' "
                            "(vLLM reads saved checkpoints only)")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 1):
@@ -69,7 +69,7 @@ class EvalOptions:
             if any(c in key + value for c in "&?#") or "=" in key:
                 raise LabError(f"engine_options {key!r}: {value!r}: names and values may not hold '&', '?', '#' "
                                "(a name no '=')")
-        if self.engine == "transformers":
+        if self.in_memory:
             own = sorted(set(self.engine_options) & set(IN_MEMORY_OWN))
             if own:
                 raise LabError(f"engine_options {own}: engine='transformers' replays the model in memory as it is "
@@ -77,6 +77,14 @@ class EvalOptions:
         if self.name is not None and not str(self.name).strip():
             raise LabError("name='': give the series a name, or None for the trainer's run name")
         self.results = Path(self.results).expanduser() if self.results is not None else Settings().runs_dir
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the evaluation replays the model in the trainer's memory (an in-process engine kind:
+        transformers); a server engine (vllm) runs apart from the trainer and reads saved checkpoints."""
+        from lab.engines.registry import engine_class
+
+        return not engine_class(self.engine).managed
 
     def spec_options(self) -> dict[str, str]:
         """The SPEC options every checkpoint's engine gets: the preset, the user's, max_tokens."""

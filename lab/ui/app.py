@@ -66,7 +66,7 @@ def first_step_of(ctx: LabContext, names: Sequence[str]) -> str | None:
     answered: set[str] = set()
     for name in names:
         try:
-            answered.update(getattr(ctx.pool.get(name), "rows", {}) or {})
+            answered.update(ctx.pool.get(name).rows)
         except LabError:  # removed meanwhile
             continue
     return next((key for key in ctx.step_keys() if key in answered), None)

@@ -86,7 +86,7 @@ def _replay(keeper, args: argparse.Namespace, settings: Settings) -> int:
                 engine.default_sampling = Sampling(**{**engine.default_sampling.to_dict(), "max_tokens": args.max_tokens})
             for whatif, step in zip(whatifs, steps):
                 original = run_steps(engine, [step])[0].metrics.f1
-                result = run_whatif(engine, step, whatif, spec=spec, name=getattr(engine, "name", spec))
+                result = run_whatif(engine, step, whatif, spec=spec, name=engine.name)
                 keeper.save_result(result)
                 shown = "error: " + result.error if result.error else f"what-if F1 {result.f1:.4f}"
                 print(f"{whatif.edit_id} {step.key} on {spec}: original F1 {original:.4f} -> {shown}")

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lab.data.step import Step
-from lab.runs.pipeline import PROMPT_FREE_KINDS, StepResult, render_for_engine, run_steps
+from lab.engines.common import EngineBase
+from lab.runs.pipeline import StepResult, render_for_engine, run_steps
 from lab.whatif.apply import apply_whatif
 from lab.whatif.diff import unified_diff
 from lab.whatif.edit import WhatIf
@@ -55,12 +56,12 @@ class WhatIfResult:
         return data
 
 
-def run_whatif(engine: Any, step: Step, whatif: WhatIf, spec: str = "", name: str = "",
+def run_whatif(engine: EngineBase, step: Step, whatif: WhatIf, spec: str = "", name: str = "",
                kind: str = "") -> WhatIfResult:
     """Apply `whatif` to `step` and answer it with `engine`; an engine failure is kept in `error`."""
     check_whatif(whatif)
     edited = apply_whatif(step, whatif)
-    kind = kind or str(getattr(engine, "kind", ""))
+    kind = kind or engine.kind
     original_prompt = render_for_engine(engine, step)
     edited_prompt = render_for_engine(engine, edited)
     try:
@@ -72,10 +73,10 @@ def run_whatif(engine: Any, step: Step, whatif: WhatIf, spec: str = "", name: st
     return WhatIfResult(
         edit_id=whatif.edit_id,
         step_key=step.key,
-        engine_spec=spec or str(getattr(engine, "spec", "") or name),
-        engine_name=name or str(getattr(engine, "name", "") or spec),
+        engine_spec=spec or engine.spec or name,
+        engine_name=name or engine.name or spec,
         engine_kind=kind,
-        model_id=str(getattr(engine, "model_id", "") or ""),
+        model_id=engine.model_id or "",
         patch=unified_diff(original_prompt.text, edited_prompt.text),
         prompt_status=edited_prompt.status,
         prompt_tokens=row.get("prompt_tokens", edited_prompt.n_tokens),
@@ -87,7 +88,7 @@ def run_whatif(engine: Any, step: Step, whatif: WhatIf, spec: str = "", name: st
         valid_json=row.get("valid_json"),
         latency_s=row.get("latency_s"),
         error=error,
-        answers_from_data=kind in PROMPT_FREE_KINDS,
+        answers_from_data=engine.answers_from_data,
         original_prompt=original_prompt.text,
         edited_prompt=edited_prompt.text,
     )

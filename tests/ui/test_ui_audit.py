@@ -5,14 +5,12 @@ import dataclasses
 import html
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from lab.engines import create_engine
-from lab.engines.presets import load_engine_defaults, load_presets
 from lab.settings import Settings
-from lab.ui.compare.audit_panel import audit_answer, engine_max_model_len
+from lab.ui.compare.audit_panel import audit_answer
 from lab.ui.compare.tab import generate_views, step_outputs
 from lab.ui.compare.render_html import render_column, render_f1_gap
 from lab.ui.compare.step_view import f1_gap
@@ -21,8 +19,6 @@ from tests.paths import EXCERPT
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 
 TINY = "tiny"
-# the presets file's default context length (49152, the TB2-lite evaluation setting)
-DEFAULT_MAX_MODEL_LEN = load_engine_defaults()["max_model_len"]
 
 
 @pytest.fixture(scope="module")
@@ -150,15 +146,6 @@ def test_audit_request_for_unknown_engine_or_bad_json_says_so(ctx):
     _, body = ask(ctx, "nope", ctx.replay.steps[0].key)
     assert "no longer available" in body
     assert audit_answer(ctx, "not json") == ""
-
-
-def test_max_model_len_from_attribute_settings_preset_or_default():
-    presets = load_presets()
-    preset = next(iter(presets.values()))
-    assert engine_max_model_len(SimpleNamespace(max_model_len=1000, preset=preset)) == 1000
-    assert engine_max_model_len(SimpleNamespace(settings={"max_model_len": 16384}, preset=preset)) == 16384
-    assert engine_max_model_len(SimpleNamespace(preset=preset)) == int(preset.engine["max_model_len"])
-    assert engine_max_model_len(SimpleNamespace(preset=None)) == DEFAULT_MAX_MODEL_LEN
 
 
 def test_timing_strip_and_f1_summary_after_generate(ctx):

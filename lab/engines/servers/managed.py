@@ -37,6 +37,8 @@ class ManagedEngine(EngineBase):
     """A model served by a supervised local process; generation goes through the OpenAI client."""
 
     managed = True  # the pool starts these one at a time
+    scores_reference = True
+    takes_preset = True
     overlong_prompt = "reject"  # refused (by the server or the lab's guard); never cut (vLLM: "shorten")
     MISSING_HINT = ""  # what to do when the server's executable cannot be started
     PASSTHROUGH = True  # options that are not the lab's become server flags (`self.extra`)
@@ -44,14 +46,15 @@ class ManagedEngine(EngineBase):
 
     def __init__(self, config: EngineConfig, *, model_id: str, name: str) -> None:
         known = set(COMMON_OPTIONS) | set(self.OPTIONS)
-        self.extra = {k: v for k, v in config.options.items() if k not in known} if self.PASSTHROUGH else {}
-        if "trust_remote_code" in self.extra:
+        extra = {k: v for k, v in config.options.items() if k not in known} if self.PASSTHROUGH else {}
+        if "trust_remote_code" in extra:
             raise EngineSpecError(
                 f"engine spec '{config.spec}': trust_remote_code is never a SPEC option; only a preset that "
                 "declares `trust_remote_code: true` in assets/models.yaml runs a model's own code"
             )
-        config = replace(config, options={k: v for k, v in config.options.items() if k not in self.extra})
+        config = replace(config, options={k: v for k, v in config.options.items() if k not in extra})
         super().__init__(config, model_id=model_id, name=name)
+        self.extra = extra
         kind_settings = server_settings()
         default_concurrency = int((kind_settings.get("concurrency") or {}).get(self.kind, 4))
         cap = self.options.pop("concurrency", None)
@@ -70,7 +73,6 @@ class ManagedEngine(EngineBase):
         self.ready_timeout = float(as_number(timeout, "ready_timeout")) if timeout is not None else default_timeout
         self.server: ManagedServer | None = None
         self.client = None
-        self.max_model_len: int | None = None
 
     # --- what subclasses give ------------------------------------------------------------
     @abstractmethod
@@ -160,7 +162,7 @@ class ManagedEngine(EngineBase):
         client.load()
         self.client = client
         self.tokenizer = client.tokenizer
-        self.max_model_len = getattr(client, "max_model_len", None) or self.configured_max_model_len()
+        self.max_model_len = client.max_model_len or self.configured_max_model_len()
 
     def configured_max_model_len(self) -> int | None:
         """The context length the server was started with, when the lab chose it."""
@@ -249,6 +251,12 @@ class ManagedEngine(EngineBase):
             **self.placement(),
         }
 
+    def server_down(self) -> str | None:
+        server = self.server
+        if server is not None and server.state in ("crashed", "stopped"):
+            return server.failure_text()
+        return None
+
     def placement(self) -> dict:
         """Where the server runs, as the status table shows it before `describe()` can be asked:
         its device text and (vLLM's CPU backend) the RAM budget of its KV cache."""
@@ -265,10 +273,10 @@ class ManagedEngine(EngineBase):
         from lab.engines.model_facts import config_facts, server_flags
 
         # what the server was given (a visitor's ORG/NAME: its Hub cache folder, never a same-named local one)
-        architecture, config_context = config_facts(getattr(self, "model_source", None))
+        architecture, config_context = config_facts(self.model_source)
         return EngineInfo(kind=self.kind, model=self.model_id, device=self.device_text(),
                           memory_gb=gpu_memory_gb(server.process_ids()) if server else None,
-                          lora=getattr(self, "lora", None), notes=notes, architecture=architecture,
+                          lora=self.lora, notes=notes, architecture=architecture,
                           context_length=self.max_model_len or config_context, dtype=self.dtype_text(),
                           flags=server_flags(list(server.argv), self.model_id) if server is not None else None)
 

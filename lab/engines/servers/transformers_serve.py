@@ -46,6 +46,7 @@ class TransformersServeEngine(ManagedEngine):
     """A `transformers serve` process for one model (CPU or GPU)."""
 
     kind = "transformers-serve"
+    usage = "transformers-serve:MODEL_OR_PATH"
     MISSING_HINT = "install the lab's requirements (transformers[serving]) or set LAB_TRANSFORMERS to a `transformers` executable"
     OPTIONS = {
         **MANAGED_OPTIONS,

@@ -159,6 +159,8 @@ class VLLMServerEngine(ManagedEngine):
     """`vllm serve` for one model (and at most one LoRA adapter), supervised by the lab."""
 
     kind = "vllm"
+    usage = "vllm:MODEL_OR_PRESET"
+    holds_memory_share = True
     GPU_LIST = True
     overlong_prompt = "shorten"  # prompt > max_model_len: 400; prompt + max_tokens > it: fewer tokens
     MISSING_HINT = ("make vLLM's own environment and set LAB_VLLM to its `vllm` executable: on a machine without a "

@@ -79,7 +79,7 @@ def engine_problem(ctx: LabContext, entry: EngineEntry | None, what: str) -> str
     problem = legacy_run_problem(entry.engine, ctx.replay.mode, CORRECTED)
     if problem is not None:  # Batch replays the loaded replay with the corrected scorer
         return f"{problem} (python -m lab replay)"
-    if what == REFERENCE and not hasattr(entry.engine, "score_reference"):
+    if what == REFERENCE and not entry.engine.scores_reference:
         return (f"a {entry.kind} engine cannot score the reference (it has no model); "
                 "use transformers:, vllm:, or openai: on a vLLM server")
     return None

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from lab.data.step import Step
+from lab.engines.common import EngineBase
+from lab.engines.context import context_length, prompt_fits
 from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
-from lab.prompts.contracts import DEFAULT_CONTRACT, get_contract
+from lab.prompts.contracts import get_contract
 from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
 from lab.ui.shell.model_text import model_facts_text
 from lab.workspace import EngineEntry, LabContext
@@ -14,41 +15,24 @@ from lab.ui.compare.render_audit import audit_summary, render_audit_body
 from lab.ui.compare.step_view import AUDIT_DISPLAY_ONLY, AUDIT_ERROR, AUDIT_PENDING, AuditView, audit_view_from
 
 
-def engine_max_model_len(engine: Any) -> int:
-    """The engine's context length: its `max_model_len` attribute (or vLLM settings), else its
-    preset's `engine.max_model_len`, else the presets file's default (the TB2-lite setting, 49152)."""
-    value = getattr(engine, "max_model_len", None)
-    settings = getattr(engine, "settings", None)
-    if value is None and isinstance(settings, dict):
-        value = settings.get("max_model_len")
-    preset = getattr(engine, "preset", None)
-    if value is None and preset is not None:
-        value = (getattr(preset, "engine", None) or {}).get("max_model_len")
-    if value is None:
-        from lab.engines.presets import load_engine_defaults
-
-        value = load_engine_defaults().get("max_model_len")
-    return int(value)
-
-
-def compute_audit(engine: Any, step: Step) -> AuditView:
+def compute_audit(engine: EngineBase, step: Step) -> AuditView:
     """The template audit of `engine`'s prompt for `step` (lab.prompts.audit), shaped for the UI;
     a raw-prompt contract is audited as sent verbatim (token count and budget only)."""
-    contract = get_contract(getattr(engine, "contract", None) or DEFAULT_CONTRACT)
-    tokenizer = getattr(engine, "tokenizer", None)
-    max_model_len = engine_max_model_len(engine)
+    contract = get_contract(engine.contract)
+    tokenizer = engine.tokenizer
+    max_model_len = context_length(engine, assumed=True)
     max_tokens = int(engine.default_sampling.max_tokens)
-    overlong = getattr(engine, "overlong_prompt", "truncate")  # servers reject, they never cut
+    overlong = engine.overlong_prompt  # servers reject or shorten, they never cut
     if contract.raw_prompt:
         rendered = render_for_engine(engine, step)
         budget = max_model_len - max_tokens
         cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
                                or "right") if tokenizer is not None else None
-        fits = None if rendered.n_tokens is None else rendered.n_tokens + max_tokens <= max_model_len
+        fits = None if rendered.n_tokens is None else prompt_fits(rendered.n_tokens, max_tokens, max_model_len)
         audit = TemplateAudit(rendered, None, None, None, None, None, max_model_len, max_tokens, fits, cut, overlong)
         return audit_view_from(audit, verbatim=True)
     messages, fallback_prompt = contract.build_messages(step)
-    audit = audit_template(messages, fallback_prompt, tokenizer, getattr(engine, "model_id", "") or "",
+    audit = audit_template(messages, fallback_prompt, tokenizer, engine.model_id or "",
                            prompt_options_of(engine), max_model_len, max_tokens, overlong=overlong,
                            add_special_tokens=engine_adds_special_tokens(engine))
     return audit_view_from(audit)
@@ -59,7 +43,7 @@ def column_audit(ctx: LabContext, entry: EngineEntry, step: Step, compute: bool 
     answer from data, the cached audit, else pending (or computed and cached when `compute`)."""
     if entry.state != "ready" or entry.engine is None:
         return None
-    if entry.instant:
+    if entry.answers_from_data:
         return AuditView(AUDIT_DISPLAY_ONLY)
     cached = ctx.audits.get((entry.name, step.key))
     if cached is not None or not compute:

@@ -23,7 +23,7 @@ LEGACY_SCORER = LEGACY
 
 def is_legacy(entry: EngineEntry) -> bool:
     """Whether the column is a stored run scored with the legacy scorer."""
-    return getattr(entry.engine, "scorer", None) == LEGACY_SCORER
+    return entry.engine is not None and entry.engine.scorer == LEGACY_SCORER
 
 
 def legacy_replay_of(ctx: LabContext) -> tuple[ReplaySet | None, str | None]:

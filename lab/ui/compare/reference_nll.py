@@ -26,7 +26,7 @@ class ReferenceNll:
 
 def needs_reference_prefill(entry: EngineEntry) -> bool:
     """Whether `entry`'s reference likelihood takes a forward pass (a live model), not a store lookup."""
-    return hasattr(entry.engine, "score_reference") and entry.kind not in ("stored", "reference")
+    return entry.engine is not None and entry.engine.scores_reference
 
 
 def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: str) -> ReferenceNll:
@@ -42,10 +42,10 @@ def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: 
         if score.error or score.nll_per_token is None:
             return ReferenceNll(why=(score.error or "no reference tokens").splitlines()[0][:200])
         return ReferenceNll(score.nll_per_token, len(score.logprobs), "scored now")
-    path = getattr(engine, "path", None)
-    run_id = ctx.stored_run_id(path) if entry.kind == "stored" and path is not None else None
+    path = entry.stored_path
+    run_id = ctx.stored_run_id(path) if path is not None else None
     if run_id is None:
-        return ReferenceNll(why="no score-reference run of this model" if entry.kind == "stored" else None)
+        return ReferenceNll(why="no score-reference run of this model" if entry.traits.stored_run else None)
     try:
         df = ctx.query("SELECT ref_nll_per_token, ref_tokens FROM step_reference WHERE run_id = ? AND step_key = ?",
                        [run_id, step.key])

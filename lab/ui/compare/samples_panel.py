@@ -41,7 +41,7 @@ def current_sets(ctx: LabContext, key: str | None) -> list[SampleSet]:
         cached = cache.get(_cache_key(ctx, entry, key))
         if cached is not None:
             sets.append(cached)
-        elif entry.kind == "stored" and entry.engine is not None:
+        elif entry.stored_path is not None:
             stored = stored_set(entry.name, entry.engine, step, threshold)
             if stored.state != NONE:  # its samples, or why they cannot be shown
                 sets.append(stored)
@@ -57,7 +57,7 @@ def sample_all(ctx: LabContext, key: str, n: int, temperature: float | None, top
     sets: dict[str, SampleSet] = {}
     todo = []
     for entry in entries:
-        if entry.kind == "stored":
+        if entry.engine.stored_run:  # a stored answer cannot be re-sampled
             sets[entry.name] = stored_set(entry.name, entry.engine, step, threshold)
         else:
             sets[entry.name] = SampleSet(entry.name, RUNNING)

@@ -8,10 +8,11 @@ their stored samples; other engines are sampled on request (seeds S, S+1, …).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from lab.data.step import Step
 from lab.engines.base import Sampling
+from lab.engines.common import EngineBase
 from lab.runs.samples import run_sampled_steps, sampling_for_samples
 from lab.scoring.stability import SampleSummary, summarize_samples
 from lab.ui.shell.html_text import esc, sim_style
@@ -49,20 +50,20 @@ class SampleSet:
     summary: SampleSummary | None = None
 
 
-def stored_samples(engine: Any, step: Step) -> list[dict]:
+def stored_samples(engine: EngineBase, step: Step) -> list[dict]:
     """The samples a `stored:` engine's result file holds for `step` ([] when it has none)."""
-    row = (getattr(engine, "rows", None) or {}).get(step.key) or {}
+    row = engine.rows.get(step.key) or {}
     samples = row.get("samples")
     return samples if isinstance(samples, list) else []
 
 
-def stored_threshold(engine: Any, default: float) -> float:
+def stored_threshold(engine: EngineBase, default: float) -> float:
     """A stored run's pass threshold (its aggregate's), else `default`."""
-    value = ((getattr(engine, "result", None) or {}).get("aggregate") or {}).get("pass_threshold")
+    value = (engine.result.get("aggregate") or {}).get("pass_threshold")
     return default if value is None else float(value)
 
 
-def sample_engine(name: str, engine: Any, step: Step, n: int, sampling: Sampling, seed: int,
+def sample_engine(name: str, engine: EngineBase, step: Step, n: int, sampling: Sampling, seed: int,
                   threshold: float) -> SampleSet:
     """Generate `n` answers of `engine` to `step` (seeds seed…seed+n-1); errors become the set's error."""
     try:
@@ -77,7 +78,7 @@ def sample_engine(name: str, engine: Any, step: Step, n: int, sampling: Sampling
     return SampleSet(name, READY, samples, info, summary=summarize_samples(samples, threshold))
 
 
-def stored_set(name: str, engine: Any, step: Step, threshold: float) -> SampleSet:
+def stored_set(name: str, engine: EngineBase, step: Step, threshold: float) -> SampleSet:
     """The stored samples of a `stored:` engine (state `none` when its file has none for the step)."""
     samples = stored_samples(engine, step)
     if not samples:
@@ -86,13 +87,13 @@ def stored_set(name: str, engine: Any, step: Step, threshold: float) -> SampleSe
         summary = summarize_samples(samples, stored_threshold(engine, threshold))
     except (KeyError, TypeError, ValueError) as exc:  # a hand-edited file: say which, never a traceback
         return SampleSet(name, ERROR, source="stored",
-                         error=f"{getattr(engine, 'path', name)}: step {step.key} has malformed samples ({exc!r})")
+                         error=f"{engine.path or name}: step {step.key} has malformed samples ({exc!r})")
     return SampleSet(name, READY, samples, None, "stored", summary=summary)
 
 
-def plan_sampling(engine: Any, temperature: float | None, top_p: float | None) -> Sampling:
+def plan_sampling(engine: EngineBase, temperature: float | None, top_p: float | None) -> Sampling:
     """The engine's sampling for N answers (page values, else its preset when it samples, else 0.7/0.95)."""
-    return sampling_for_samples(getattr(engine, "default_sampling", None) or Sampling(), temperature, top_p)
+    return sampling_for_samples(engine.default_sampling, temperature, top_p)
 
 
 # ---- HTML ---------------------------------------------------------------------------------

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.data.step import Step
+from lab.engines.registry import engine_class
 from lab.runs.pipeline import parse_reference, run_steps
 from lab.scoring.action import ParsedAction
-from lab.tb2lite import CORRECTED
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.heatmap import heatmap_figure
 from lab.ui.compare.inflight import Job, inflight_of
@@ -44,15 +44,14 @@ def engine_view(ctx: LabContext, entry: EngineEntry, step: Step, compute_instant
     job = inflight_of(ctx).running(entry.name, step.key)
     if job is not None:
         return running_view(entry, job)
-    if entry.instant and compute_instant:
+    if entry.answers_from_data and compute_instant:
         return answer_step(ctx, entry, step)
     return engine_view_state(entry.spec, entry.name, PENDING, None, entry.kind)
 
 
 def running_view(entry: EngineEntry, job: Job) -> EngineView:
     """The column of an answer being generated: "generating…" with its seconds and tokens so far."""
-    progress = getattr(job.engine, "live_progress", None)
-    live = progress().snapshot() if progress is not None else None
+    live = job.engine.live_progress().snapshot()
     return replace(engine_view_state(entry.spec, entry.name, RUNNING, None, entry.kind), live=live)
 
 
@@ -61,9 +60,9 @@ def answer_step(ctx: LabContext, entry: EngineEntry, step: Step) -> EngineView:
     if is_legacy(entry):  # a legacy run: its own step of the legacy replay, the legacy scorer
         return answer_legacy_step(ctx, entry, step)
     try:
-        result = run_steps(entry.engine, [step], scorer=getattr(entry.engine, "scorer", CORRECTED))[0]
+        result = run_steps(entry.engine, [step], scorer=entry.engine.scorer)[0]
         view = engine_view_from_result(entry.spec, entry.name, result, entry.kind)
-        if view.state == READY and entry.kind == "stored":  # beside its F1: its model's score-reference figure
+        if view.state == READY and entry.engine.stored_run:  # beside its F1: its model's score-reference figure
             view.ref_nll = reference_nll(ctx, entry, step, view.prompt_text)  # (a live model's: generate_views)
     except Exception as exc:  # noqa: BLE001 - an engine's failure is shown in its column
         view = engine_view_state(entry.spec, entry.name, ERROR, f"{type(exc).__name__}: {exc}", entry.kind)
@@ -82,7 +81,7 @@ def pick_heat_engine(views: list[EngineView], wanted: str | None) -> EngineView 
     for v in ready:
         if v.name == wanted:
             return v
-    non_ref = [v for v in ready if v.kind != "reference"]
+    non_ref = [v for v in ready if not engine_class(v.kind).answers_reference]
     return (non_ref or ready or [None])[0]
 
 

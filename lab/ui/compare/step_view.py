@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from lab.data import StepContext, split_context
 from lab.data.step import Step
+from lab.engines.registry import engine_class
 from lab.scoring.action import ParsedAction
 
 # view states of an engine column
@@ -141,6 +142,7 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
     """Shape a pipeline StepResult into a column (an engine error becomes an error column)."""
     completion = result.completion
     prompt = result.prompt
+    reference = engine_class(kind).answers_reference
     view = EngineView(
         spec=spec,
         name=name,
@@ -149,8 +151,8 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         # a stored run shows what it recorded, not the lab's re-render of the prompt without its tokenizer;
         # the reference answers without a model: no prompt is sent, so no template can fail
         prompt_status=(_recorded_status(completion.stored) if completion.stored is not None
-                       else REFERENCE_PROMPT_STATUS if kind == "reference" else prompt.status),
-        prompt_error=None if completion.stored is not None or kind == "reference" else prompt.error,
+                       else REFERENCE_PROMPT_STATUS if reference else prompt.status),
+        prompt_error=None if completion.stored is not None or reference else prompt.error,
         prompt_tokens=completion.prompt_tokens if completion.prompt_tokens is not None else prompt.n_tokens,
         raw_output=completion.text or "",
         finish_reason=completion.finish_reason,

@@ -14,7 +14,7 @@ def stored_run_ids(ctx: LabContext, entries: list[EngineEntry]) -> list[str]:
     are left out)."""
     out = []
     for entry in entries:
-        path = getattr(entry.engine, "path", None) if entry.kind == "stored" and entry.engine is not None else None
+        path = entry.stored_path
         run_id = ctx.stored_run_id(path) if path is not None else None
         if run_id and run_id not in out:
             out.append(run_id)

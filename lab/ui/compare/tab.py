@@ -102,7 +102,7 @@ def warm_instant_engines(ctx: LabContext, start_key: str | None = None) -> threa
                 step = ctx.replay.by_key[key]
                 entries = ctx.engine_entries()
                 for entry in entries:
-                    if entry.instant and entry.state == "ready" and (entry.name, key) not in ctx.views:
+                    if entry.answers_from_data and entry.state == "ready" and (entry.name, key) not in ctx.views:
                         answer_step(ctx, entry, step)
                 heatmap_for(ctx, step, [engine_view(ctx, e, step, compute_instant=False) for e in entries], None)
         finally:
@@ -119,11 +119,11 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
     from lab.triage.annotations import step_badges_html
 
     # every stored column says which scorer and replay it is compared on
-    badges = {e.name: scorer_badge_html(ctx, e) for e in entries if e.kind == "stored" and e.engine is not None}
+    badges = {e.name: scorer_badge_html(ctx, e) for e in entries if e.stored_path is not None}
     if ctx.store is None:
         return badges
     for entry in entries:
-        path = getattr(entry.engine, "path", None) if entry.kind == "stored" else None
+        path = entry.stored_path
         run_id = ctx.stored_run_id(path) if path is not None else None
         if run_id is None:
             continue
