@@ -153,7 +153,7 @@ def restart_engine_action(ctx: LabContext, name: str | None) -> EngineAction:
     try:
         ctx.restart_engine(name)
     except LabError as exc:
-        return EngineAction(False, str(exc))
+        return EngineAction(False, ctx.shown_text(str(exc)))  # a server's message may name its paths
     return EngineAction(True, f"Restarting '{name}'; it answers again when its state is ready.")
 
 
