@@ -115,29 +115,34 @@ def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -
             else:
                 runs.append(_load_stored(ref, settings, stack, opened, published_path))
         comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
-    gated = comparison.get(args.metric)
-    spec = load_metrics()[args.metric]
-    if gated is None or gated.ci is None:  # the figures still print; the gate cannot decide: exit 2
-        why = comparison.notes.get(args.metric) if gated is None else gated.note
-        gate = {"metric": args.metric, "max_drop": args.max_drop, "failed": None, "reason": f"cannot gate: {why}"}
-        print(json.dumps({**comparison.to_dict(), "gate": gate}, indent=2, allow_nan=False, default=_no_nan)
-              if args.json else _table(comparison))
-        raise LabError(f"cannot gate on {args.metric}: {why}")
-    failed = gated.worse_by_more_than(args.max_drop)
-    unit = "points" if spec.scale == 100 else ""
-    direction = "above +" if spec.lower_is_better else "below −"
-    bound = gated.low if spec.lower_is_better else gated.high
-    gate = {"metric": args.metric, "max_drop": args.max_drop, "failed": failed,
-            "reason": (f"the candidate is worse by more than {args.max_drop:g} {unit} with 95 % confidence (the "
-                       f"interval's {'lower' if spec.lower_is_better else 'upper'} end {bound:+.{spec.digits}f} is "
-                       f"{direction}{args.max_drop:g})") if failed else
-                      f"the candidate is not worse by more than {args.max_drop:g} {unit} with 95 % confidence"}
+    gate, undecided = _gate(comparison, args, load_metrics()[args.metric])
     if args.json:
         print(json.dumps({**comparison.to_dict(), "gate": gate}, indent=2, allow_nan=False, default=_no_nan))
     else:
         print(_table(comparison))
-        print(f"gate ({args.metric}, --max-drop {args.max_drop:g}): {'FAILED' if failed else 'passed'}: {gate['reason']}")
-    return EXIT_WORSE if failed else 0
+    if undecided:  # the figures are printed; the gate cannot decide: exit 2
+        raise LabError(f"cannot gate on {args.metric}: {undecided}")
+    if not args.json:
+        print(f"gate ({args.metric}, --max-drop {args.max_drop:g}): {'FAILED' if gate['failed'] else 'passed'}: "
+              f"{gate['reason']}")
+    return EXIT_WORSE if gate["failed"] else 0
+
+
+def _gate(comparison, args: argparse.Namespace, spec) -> tuple[dict, str | None]:
+    """The gate's verdict on `args.metric` as the JSON reports it, and why it cannot decide (None: it can)."""
+    gated = comparison.get(args.metric)
+    if gated is None or gated.ci is None:
+        why = (comparison.notes.get(args.metric) if gated is None else gated.note) or "not comparable"
+        return {"metric": args.metric, "max_drop": args.max_drop, "failed": None, "reason": f"cannot gate: {why}"}, why
+    failed = gated.worse_by_more_than(args.max_drop)
+    unit = "points" if spec.scale == 100 else ""
+    direction = "above +" if spec.lower_is_better else "below −"
+    bound = gated.low if spec.lower_is_better else gated.high
+    reason = (f"the candidate is worse by more than {args.max_drop:g} {unit} with 95 % confidence (the interval's "
+              f"{'lower' if spec.lower_is_better else 'upper'} end {bound:+.{spec.digits}f} is "
+              f"{direction}{args.max_drop:g})") if failed else \
+        f"the candidate is not worse by more than {args.max_drop:g} {unit} with 95 % confidence"
+    return {"metric": args.metric, "max_drop": args.max_drop, "failed": failed, "reason": reason}, None
 
 
 def _no_nan(value):  # pragma: no cover - json calls it only for objects it cannot encode
