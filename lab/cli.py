@@ -70,12 +70,13 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, description=help_text)
+        # argparse %-formats help (not a description without %(prog)): a literal % is written %%
+        sp = sub.add_parser(name, help=help_text.replace("%", "%%"), description=help_text)
         sp.set_defaults(_module=module)
         if name == chosen:
             nested = importlib.import_module(module).add_arguments(sp)
             for sub_name, (sub_module, sub_help) in NESTED.get(name, {}).items():
-                ssp = nested.add_parser(sub_name, help=sub_help)
+                ssp = nested.add_parser(sub_name, help=sub_help.replace("%", "%%"))
                 ssp.set_defaults(_module=sub_module)  # the sub-command's module runs it
                 importlib.import_module(sub_module).add_arguments(ssp)
     return parser

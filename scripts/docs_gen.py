@@ -76,7 +76,7 @@ def _command(parser: argparse.ArgumentParser, title: str, level: int, help_text:
     if rows:
         lines += [table(["argument", "what it does"], rows), ""]
     sub = _subparsers(parser)
-    helps = {a.dest: a.help for a in sub._choices_actions} if sub else {}
+    helps = {a.dest: (a.help or "").replace("%%", "%") for a in sub._choices_actions} if sub else {}  # as printed
     for name, child in (sub.choices.items() if sub else ()):
         lines += _command(child, f"{title} {name}", level + 1, helps.get(name))
     return lines
