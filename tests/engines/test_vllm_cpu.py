@@ -39,11 +39,11 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 
 @pytest.fixture(scope="module")
 def vllm_env(vllm_exe, tmp_path_factory):
-    """The environment every vLLM test runs in: LAB_VLLM, vLLM's caches in a temporary folder, offline."""
+    """The environment every vLLM test runs in: LAB_VLLM, offline, the lab's logs and cache in a temporary folder
+    (vLLM's caches: the session's, set by vllm_exe)."""
     root = tmp_path_factory.mktemp("vllm-env")
     env = {
         "LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CACHE_ROOT": str(root / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
         "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
     }
     with pytest.MonkeyPatch.context() as mp:

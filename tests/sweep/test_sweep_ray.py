@@ -246,8 +246,7 @@ def test_a_vllm_engine_sweeps_on_a_node_like_replay(cluster, vllm_exe, tmp_path)
     spec = (f"vllm:{folder}?preset=lfm25-8b-a1b-sft&dtype=float32&max_model_len=16384&enforce_eager=true"
             "&max_tokens=8&kv_cache_gb=0.5&concurrency=1&name=vl")
     common = ["--replay", str(EXCERPT), "--limit", "3", "--engine", spec, "--engine", "reference"]
-    env = {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
-           "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    env = {"LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1"}  # caches: vllm_exe's
     lab(["replay", *common, "--out", str(tmp_path / "single")], tmp_path, env=env)
     with pytest.MonkeyPatch.context() as mp:  # a node's workers inherit the environment the node starts in
         for key, value in env.items():
