@@ -132,7 +132,13 @@ def vllm_exe(tmp_path_factory) -> str:
 
     vLLM's caches are one temporary folder for the whole session (out of $HOME; every server a test starts
     inherits it): vLLM inspects an architecture's model class in a subprocess once and keeps the answer
-    there (about 15 s of CPU per server start otherwise)."""
+    there (about 15 s of CPU per server start otherwise).
+
+    The servers run the model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's own
+    switch: its CPU backend then keeps the single-process executor instead of starting a worker process):
+    two processes importing vLLM per server instead of three. The tests of the process tree a server leaves
+    or loses (kill -9 of the API server, SIGTERM to the app, a package the engine core lacks) set it back to
+    1, as users run it."""
     import os
 
     from lab.settings import default_cache_dir
@@ -144,6 +150,7 @@ def vllm_exe(tmp_path_factory) -> str:
     caches = tmp_path_factory.getbasetemp() / "vllm-caches"
     os.environ["VLLM_CACHE_ROOT"] = str(caches / "vllm")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(caches / "inductor")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     return exe
 
 

@@ -44,6 +44,7 @@ def vllm_env(vllm_exe, tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm-env")
     env = {
         "LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "1",  # vLLM's process tree as users run it: these tests kill parts of it
         "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
     }
     with pytest.MonkeyPatch.context() as mp:
