@@ -45,8 +45,8 @@ PARALLEL=()
 if [ "$WORKERS" != "0" ]; then
   PARALLEL=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
   # Every core is already busy with a worker: one OpenMP thread per process (torch in the workers, the servers
-  # and CLIs they start), instead of one per core spinning against the other worker's (about a sixth of the
-  # suite's CPU time). The tests' tiny models gain nothing from a second thread.
+  # and CLIs they start), instead of one per core spinning against the other worker's (a sixth of the CPU time
+  # on a sample of modules). The tests' tiny models gain nothing from a second thread.
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 fi
 python -m pytest "${PARALLEL[@]}" --durations=20 "$@"  # the slowest 20 tests, where the suite's time goes
