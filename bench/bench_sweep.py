@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_servers import tiny_model  # noqa: E402
 from bench.record import Record  # noqa: E402
+from tests.helpers_runs import untimed_steps  # noqa: E402
 from tests.paths import EXCERPT  # noqa: E402
 
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
-TIMINGS = {"latency_s", "ttft_s"}  # the only per-step fields that differ between two runs of one engine
 
 
 def lab(args: list[str], env: dict) -> float:
@@ -63,7 +63,7 @@ def steps_of(path: Path) -> list[dict] | None:
     """A result file's per-step rows without their timings (None when there is no such file)."""
     if not path.is_file():
         return None
-    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in json.loads(path.read_text())["per_step"]]
+    return untimed_steps(json.loads(path.read_text())["per_step"])
 
 
 def node_loss(cluster, spec: str, tmp: Path, env: dict, record: Record) -> None:

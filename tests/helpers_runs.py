@@ -7,6 +7,15 @@ from lab.resultfiles.files import write_result_file
 from lab.scoring.aggregate import aggregate_scores
 from tests.ui.test_ui_handlers import write_stored_run
 
+# per-step wall times: the only per-step fields two runs of one engine on the same steps may differ in
+TIMINGS = frozenset({"latency_s", "ttft_s"})
+
+
+def untimed_steps(rows: list[dict]) -> list[dict]:
+    """A run's per-step rows without their timings (TIMINGS): what two runs of one engine must agree on."""
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
+
+
 # two runs of one series whose names differ only at the end, one that differs in the middle
 LONG_NAMES = (
     "LLM-OS-Models/Qwen3.5-2B-Terminal-SFT-2Epoch-FullFT-SameCount-checkpoint-100",

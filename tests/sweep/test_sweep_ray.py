@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers_runs import untimed_steps
 from tests.paths import EXCERPT, REPO
 
 ROOT = REPO
-TIMINGS = {"latency_s", "ttft_s"}  # per-step timings: the only per-step fields that may differ
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024}
 
 from ray.cluster_utils import Cluster  # noqa: E402  (requirements-test.txt installs Ray: missing, it fails)
@@ -110,8 +110,7 @@ def lab(args: list[str], tmp_path: Path, **kw) -> subprocess.CompletedProcess:
 def same_run(a: Path, b: Path) -> None:
     """Per-step content byte-identical timings aside; the same aggregate."""
     one, two = json.loads(a.read_text()), json.loads(b.read_text())
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMINGS} for r in rows]  # noqa: E731
-    assert strip(one["per_step"]) == strip(two["per_step"]), f"{a.name}: per-step content differs"
+    assert untimed_steps(one["per_step"]) == untimed_steps(two["per_step"]), f"{a.name}: per-step content differs"
     assert one["aggregate"] == two["aggregate"]
     assert {k for k in one if one[k] != two[k]} <= {"per_step", "timestamp", "gen_time_sec", "avg_sec_per_step",
                                                     "load_time_sec", "sampling"}

@@ -18,6 +18,7 @@ import pytest
 
 from lab.resultfiles.files import read_result_file
 from lab.settings import Settings
+from tests.helpers_runs import untimed_steps
 from tests.helpers_store import make_results_dir
 from tests.paths import EXCERPT, REPO
 from tests.training.helpers_training import (
@@ -32,7 +33,6 @@ from tests.training.helpers_training import (
 
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 SAVES = list(range(SAVE_STEPS, MAX_STEPS + 1, SAVE_STEPS))
-TIMINGS = {"latency_s", "ttft_s"}  # per-step wall times: the only fields two replays of one checkpoint may differ in
 RUN_TIMINGS = {"timestamp", "load_time_sec", "gen_time_sec", "avg_sec_per_step", "training"}
 
 
@@ -132,8 +132,8 @@ def test_the_in_training_answers_are_those_of_replay_on_the_saved_checkpoint(eva
     theirs = read_result_file(tmp_path / f"sft-out-checkpoint-{SAVES[-1]}.json")
 
     def strip(result: dict) -> str:
-        rows = [{k: v for k, v in row.items() if k not in TIMINGS} for row in result["per_step"]]
-        return json.dumps({**{k: v for k, v in result.items() if k not in RUN_TIMINGS}, "per_step": rows},
+        return json.dumps({**{k: v for k, v in result.items() if k not in RUN_TIMINGS},
+                           "per_step": untimed_steps(result["per_step"])},
                           sort_keys=True)
 
     assert strip(ours) == strip(theirs)

@@ -17,8 +17,9 @@ from lab.settings import Settings
 from lab.ui.batch.rows import ANSWERS, REFERENCE
 from tests.helpers_servers import free_port, serve_lab
 from tests.paths import EXCERPT
+from tests.helpers_runs import untimed_steps
 from tests.helpers_store import make_results_dir
-from tests.sweep.test_sweep_ray import TIMINGS, lab, ray_cluster, servers_of
+from tests.sweep.test_sweep_ray import lab, ray_cluster, servers_of
 from tests.ui.test_ui_handlers import write_stored_run
 
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
@@ -70,7 +71,7 @@ def sweep_args(names, *, specs="", tasks=(), buckets=(), shards=1, samples=1, re
 
 
 def per_step(path: Path) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(path.read_text())["per_step"]]
+    return untimed_steps(json.loads(path.read_text())["per_step"])
 
 
 def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the_store(served, tmp_path):
