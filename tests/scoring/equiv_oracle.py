@@ -45,6 +45,10 @@ touch -d '2021-01-01 00:00:04' work/build/x.o work/build/y.o work/sub/n.txt work
 """,
 }
 SETUP["bare"] = SETUP["full"] + "rm -rf work/build work/sub\n"
+# Every directory's time is fixed last: `ls -la` shows `.` and `..`, made at the moment each side runs; two sides
+# run a minute apart (a loaded machine, or a minute boundary between them) would otherwise differ by the clock.
+PIN_TIMES = "touch -d '2021-01-01 00:00:05' . work home home/proj\n"
+SETUP = {tree: script + PIN_TIMES for tree, script in SETUP.items()}
 # after the typed lines: the last status and where the session now is, on a line of their own
 EPILOGUE = '\n__status=$?\nprintf "\\n<status=%s pwd=%s>\\n" "$__status" "$PWD"\nexit 0\n'
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC", "TERM": "dumb"}
