@@ -86,6 +86,35 @@ def test_transformers_serve_lifecycle_ready_crash_restart_stop(tiny_model_dir, t
     assert server.process_ids() == []
 
 
+def test_a_crashed_server_leaves_the_live_list_with_its_state(tmp_path, monkeypatch):
+    """The moment a server reads crashed it is no longer live: the lab's scan of what its group left
+    (which takes a while on a loaded machine) comes after both, never between them."""
+    from lab.engines.servers import supervisor
+
+    seen_during_scan: list[tuple[str, bool]] = []
+    scan = supervisor.group_members
+
+    def slow_scan(pid: int) -> list[str]:
+        seen_during_scan.append((server._state, server in live_servers()))
+        time.sleep(0.5)
+        return scan(pid)
+
+    monkeypatch.setattr(supervisor, "group_members", slow_scan)
+    server = python_server(tmp_path, """
+        import time
+        time.sleep(0.3)
+    """)
+    server.start()
+    deadline = time.monotonic() + 20
+    while server.state != CRASHED and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.state == CRASHED and server not in live_servers()
+    deadline = time.monotonic() + 5
+    while not seen_during_scan and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen_during_scan and seen_during_scan[0] == (CRASHED, False)
+
+
 def test_server_that_exits_early_reports_its_log(tmp_path):
     server = python_server(tmp_path, """
         import sys

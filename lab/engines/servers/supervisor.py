@@ -159,9 +159,9 @@ class ManagedServer:
             if proc is not self._proc or self._stopping or self._state not in (STARTING, READY):
                 return
             self._state, self.exit_code = CRASHED, code
+            _registry.discard(self)  # with the state: nobody sees a crashed server among the live ones
         survivors = group_members(proc.pid)
         _signal_group(proc.pid, signal.SIGKILL)
-        _registry.discard(self)
         left = (f"; killed the {len(survivors)} process(es) left in its group: {', '.join(survivors)}" if survivors
                 else "; no other process of its group was alive")
         self._log_line(f"lab: the server process (pid {proc.pid}) exited on its own with code "
@@ -287,7 +287,7 @@ class ManagedServer:
                     self.exit_code = proc.returncode
                     self._state = STOPPED
                 self._stopping = False
-            _registry.discard(self)
+                _registry.discard(self)
 
     def restart(self, timeout: float | None = None) -> None:
         """Stop (if running), start on a fresh port and wait until it answers."""
