@@ -250,7 +250,7 @@ def save_gemma3(folder: Path, *, seed: int = 0, positions: int = 8192) -> Path:
 
 def vllm_test_env(exe: str, root: Path) -> dict[str, str]:
     """The environment a vLLM test runs the lab in (as tests/engines/test_vllm_cpu.py's): LAB_VLLM, the CPU
-    backend, offline, the lab's logs and cache in `root` (vLLM's caches: the session's, set by vllm_exe)."""
+    backend, offline, the lab's logs and cache in `root` (vLLM's caches: the ones vllm_exe sets)."""
     return {
         "LAB_VLLM": exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
         "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
