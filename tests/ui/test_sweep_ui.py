@@ -121,23 +121,25 @@ def test_batch_tab_sweep_with_shards_reaches_done_equals_replay_and_lands_in_the
 def test_batch_tab_sweeps_the_reference_likelihood_like_score_reference(served, tiny_model_dir, tmp_path):
     """Run: reference likelihood, on the cluster: two shards of an in-process transformers engine (typed into
     the SPEC box) give `python -m lab score-reference`'s file, its row shows the NLL per token, and it lands
-    in the store's reference runs; samples above 1 are refused in one line."""
+    in the store's reference runs; samples above 1 are refused in one line. The first task's early steps
+    (its two shortest prompts: the later ones cost the tiny model seconds each, twice)."""
     from gradio_client import Client
 
     url, ctx, _ = served
     client = Client(url, verbose=False)
     task = ctx.replay.tasks[0]
-    n = len(ctx.replay.steps_for_task(task))
+    n = len([s for s in ctx.replay.steps_for_task(task) if s.bucket == "early"])
     spec = f"transformers:{tiny_model_dir}?device=cpu&name=tfref"
-    final = client.predict(*sweep_args([], specs=spec, tasks=[task], shards=2, what=REFERENCE), api_name="/run_sweep")
+    final = client.predict(*sweep_args([], specs=spec, tasks=[task], buckets=["early"], shards=2, what=REFERENCE),
+                           api_name="/run_sweep")
     assert rows_of(final)["tfref"]["state"].startswith("done · saved tfref.reference.json"), final
-    lab(["score-reference", "--replay", str(EXCERPT), "--tasks", task, "--out", str(tmp_path), "--engine", spec],
-        tmp_path)
+    lab(["score-reference", "--replay", str(EXCERPT), "--tasks", task, "--limit", str(n), "--out", str(tmp_path),
+         "--engine", spec], tmp_path)  # a task's early steps are its first
     runs = Path(ctx.settings.runs_dir)
     swept, local = (json.loads(p.read_text()) for p in (runs / "tfref.reference.json", tmp_path / "tfref.reference.json"))
     assert swept["per_step"] == local["per_step"] and swept["aggregate"] == local["aggregate"]
     nll, scored = local["aggregate"]["ref_nll_per_token"], local["aggregate"]["steps_scored"]
-    assert 0 < scored <= n  # steps whose prompt and reference exceed the tiny model's context fail in their row
+    assert 0 < scored <= n and len(local["per_step"]) == n == 2
     assert f"reference NLL/token {nll:.4f} ({scored} steps scored)" in final, final[-2000:]
     run_id = re.search(r'data-engine="tfref".*?· run ([^<\s]+)<', final, flags=re.S).group(1)
     stored = ctx.query("SELECT steps_scored, ref_nll_per_token FROM reference_runs WHERE ref_run_id = ?", [run_id])
