@@ -95,7 +95,10 @@ def test_stop_cuts_an_in_process_generation(tiny_model_dir, tmp_path):
         ended = time.perf_counter()
         assert stopped_at, "no step finished"
         per_step = (stopped_at[0] - started)  # one whole answer: what an uncut step would still cost
-        assert ended - stopped_at[0] < 1.5, f"Stop took {ended - stopped_at[0]:.2f} s (a step takes {per_step:.1f} s)"
+        # the next step's prefill is one forward pass Stop cannot cut (1.6 s once on a loaded CI machine); its
+        # 1000 tokens of decoding, most of a step, are what Stop saves
+        assert ended - stopped_at[0] < max(1.5, per_step / 2), \
+            f"Stop took {ended - stopped_at[0]:.2f} s (a step takes {per_step:.1f} s)"
         rows = [json.loads(line) for line in (tmp_path / "inproc.partial.jsonl").read_text().splitlines()[1:]]
         kept = [r.get("row", r) for r in rows if isinstance(r, dict) and "task_id" in r.get("row", r)]
         assert len(kept) == 1 and not kept[0].get("error")
