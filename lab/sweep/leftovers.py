@@ -21,21 +21,11 @@ import threading
 import time
 from pathlib import Path
 
+from lab.sweep.process_start import same_process_running, start_mark
+
 PREFIX = "lab-sweep-"
 _OWNED = re.compile(rf"{PREFIX}(\d+)-")  # lab-sweep-PID-XXXX: the folder of the actor process PID
 TICK_S = 0.5
-
-
-def running(pid: int, started: float | None = None) -> bool:
-    """True while process `pid` runs (a zombie, killed and not yet reaped, does not; with `started`, only the
-    process that began then, not a later one given the same pid)."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and (started is None or proc.create_time() == started)
-    except psutil.Error:
-        return False
 
 
 def remove_orphans(folder: str | Path | None = None) -> list[Path]:
@@ -48,7 +38,7 @@ def remove_orphans(folder: str | Path | None = None) -> list[Path]:
         return removed
     for path in paths:
         owner = _OWNED.match(path.name)
-        if owner and path.is_dir() and not path.is_symlink() and not running(int(owner[1])):
+        if owner and path.is_dir() and not path.is_symlink() and not same_process_running(int(owner[1])):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
@@ -57,10 +47,8 @@ def remove_orphans(folder: str | Path | None = None) -> list[Path]:
 def keep(folder: Path, pid: int | None = None) -> None:
     """Start the keeper of `folder`, an actor's temporary folder: it removes the folder once process `pid`
     (default: this one) is gone."""
-    import psutil
-
     pid = os.getpid() if pid is None else pid
-    started = psutil.Process(pid).create_time()
+    started = start_mark(pid)
     root = str(Path(__file__).resolve().parents[2])  # where `lab` is, whatever the actor's working folder
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     starter = subprocess.Popen([sys.executable, "-m", "lab.sweep.leftovers", str(pid), repr(started), str(folder)],
@@ -70,7 +58,7 @@ def keep(folder: Path, pid: int | None = None) -> None:
 
 
 def _watch(pid: int, started: float, folder: Path) -> None:
-    while folder.is_dir() and running(pid, started):
+    while folder.is_dir() and same_process_running(pid, started):
         time.sleep(TICK_S)
     if folder.is_dir() and _OWNED.match(folder.name):
         shutil.rmtree(folder, ignore_errors=True)

@@ -15,6 +15,8 @@ import time
 
 import psutil
 
+from lab.sweep.process_start import same_process_running, start_mark
+
 TICK_S = 0.5
 GRACE_S = 3.0
 
@@ -39,7 +41,7 @@ def _note(driver: psutil.Process, session_dir: str, known: dict[int, float]) -> 
             continue
         try:
             for proc in [root, *root.children(recursive=True)]:
-                known.setdefault(proc.pid, proc.create_time())
+                known.setdefault(proc.pid, start_mark(proc.pid))
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
 
@@ -49,10 +51,9 @@ def _alive(known: dict[int, float]) -> list[psutil.Process]:
     alive = []
     for pid, started in known.items():
         try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            if same_process_running(pid, started):
+                alive.append(psutil.Process(pid))
+        except psutil.Error:
             continue
     return alive
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 
 import pytest
 
 from lab.sweep.leftovers import PREFIX, keep, remove_orphans
+from lab.sweep.process_start import same_process_running, start_mark
 from tests.sweep.helpers_ray import wait_until
 from tests.helpers_app import lab_env, run_lab_cli
 
@@ -72,3 +74,23 @@ def test_any_lab_process_start_removes_folders_of_actors_no_longer_running(actor
     assert out.returncode == 0, out.stderr
     assert not gone.exists() and live.is_dir() and other.is_dir()
     assert remove_orphans(tmp_path) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the boot time read afresh is Linux's")
+def test_a_running_actor_stays_itself_when_the_clock_is_adjusted(actor, monkeypatch):
+    """psutil's create_time() adds the boot time as read now (/proc/stat's btime, the wall clock less the
+    uptime), so an adjusted clock moves it. The keeper took a running actor for a new process then and
+    removed its folder mid-sweep (CI: "No such file or directory: …/tf.reference.partial.jsonl")."""
+    import psutil
+    from psutil import _pslinux
+
+    mark, before = start_mark(actor.pid), psutil.Process(actor.pid).create_time()
+    assert mark == pytest.approx(before - psutil.boot_time(), abs=0.02)
+    read = _pslinux.boot_time
+    monkeypatch.setattr(_pslinux, "boot_time", lambda: read() + 1.0)  # the clock stepped by a second
+    assert psutil.Process(actor.pid).create_time() != before  # the hazard is there in this psutil
+    assert start_mark(actor.pid) == mark and same_process_running(actor.pid, mark)
+    assert not same_process_running(actor.pid, mark - 0.01)  # another start: a reused pid
+    actor.kill()
+    actor.wait()
+    assert not same_process_running(actor.pid, mark) and not same_process_running(actor.pid)

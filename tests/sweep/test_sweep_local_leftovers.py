@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lab.sweep.process_start import same_process_running, start_mark
 from tests.sweep.helpers_ray import STARTUP_TIMEOUT
 from tests.paths import EXCERPT
 from tests.sweep.test_sweep_ray import ROOT, env_for, servers_of
@@ -26,15 +27,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow,
 
 def alive(procs: dict[int, tuple[float, str]]) -> list[str]:
     """The command lines of the noted processes still running (not zombies, pid not reused)."""
-    left = []
-    for pid, (started, cmd) in procs.items():
-        try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
-                left.append(cmd)
-        except psutil.NoSuchProcess:
-            continue
-    return left
+    return [cmd for pid, (started, cmd) in procs.items() if same_process_running(pid, started)]
 
 
 @pytest.mark.timeout(600)
@@ -84,7 +77,7 @@ def run_and_kill(tiny_model_dir: Path, tmp_path: Path, home: Path, tmp: Path) ->
             assert time.time() < deadline and proc.poll() is None, (noted, log.read_text(errors="replace")[-3000:])
             for child in driver.children(recursive=True):
                 try:
-                    noted.setdefault(child.pid, (child.create_time(), " ".join(child.cmdline())[:160]))
+                    noted.setdefault(child.pid, (start_mark(child.pid), " ".join(child.cmdline())[:160]))
                 except psutil.Error:
                     continue
             time.sleep(0.2)
@@ -104,9 +97,8 @@ def run_and_kill(tiny_model_dir: Path, tmp_path: Path, home: Path, tmp: Path) ->
     left = alive(noted)
     for pid, (started, _) in noted.items():  # the test's own clean-up whatever the outcome
         try:
-            leftover = psutil.Process(pid)
-            if leftover.create_time() == started:
-                leftover.kill()
+            if same_process_running(pid, started):
+                psutil.Process(pid).kill()
         except psutil.Error:
             pass
     assert not left, f"processes of the killed driver's Ray instance still running after {took:.0f} s: {left}"
