@@ -185,7 +185,8 @@ def test_leaderboard_scope_filter_sort(lab):
     runs = everything[everything["source"] == "run"]
     assert all(("[partial " in n and c < 1) or (n.endswith(" [14-step replay]") and c == 1)
                for n, c in zip(runs["name"], runs["coverage"])), runs[["name", "coverage"]]
-    assert any(n.endswith(" [14-step replay]") for n in runs["name"])  # the Batch runs made here
+    assert any(n.endswith(" [14-step replay]") for n in runs["name"]), (  # the Batch runs made here
+        runs[["name", "coverage"]], ctx.query("SELECT display_name, steps, total_steps, partial, path FROM runs"))
     assert 'data-rows="56"' in count_html(first56, True)
 
     lfm = leaderboard_frame(ctx, False, "lfm")
