@@ -30,7 +30,9 @@ def start_mark(pid: int) -> float:
 
 def same_process_running(pid: int, started: float | None = None) -> bool:
     """True while process `pid` runs (a zombie, killed and not yet reaped, does not); with `started` (a
-    `start_mark`), only the process that began then, not a later one given the same pid."""
+    `start_mark`), only the process that began then, not a later one given the same pid. Never raises."""
+    if pid <= 0:  # no process: psutil refuses these with ValueError
+        return False
     try:
         if started is not None and start_mark(pid) != started:
             return False

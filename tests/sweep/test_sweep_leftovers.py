@@ -94,3 +94,5 @@ def test_a_running_actor_stays_itself_when_the_clock_is_adjusted(actor, monkeypa
     actor.kill()
     actor.wait()
     assert not same_process_running(actor.pid, mark) and not same_process_running(actor.pid)
+    for pid in (0, -5, 10**20):  # a folder's name holds any digits; no such process, and no exception
+        assert not same_process_running(pid) and not same_process_running(pid, mark)
