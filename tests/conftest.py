@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from lab.engines.loading import MODEL_BUILD_LOCK
-from tests.markers import mark_items
+from tests.markers import allow_reruns, mark_items
 from tests.parallel import group_items, in_parallel
+
+pytest_plugins = ["tests.reruns"]  # the first failure of a test that passed on rerun, printed at the end
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tb2lite"
 # Playwright's `expect` waits 5 s by default; a 2-core CI machine loading a page with several
@@ -26,8 +28,10 @@ BROWSER_EXPECT_MS = 30_000
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests by what they need (tests/markers.py); on several workers, group them (tests/parallel.py)."""
+    """Mark tests by what they need (tests/markers.py), give those driving real processes one rerun; on several
+    workers, group them (tests/parallel.py)."""
     mark_items(items)
+    allow_reruns(config, items)
     if in_parallel(config):
         group_items(items)
 

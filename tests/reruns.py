@@ -1,0 +1,33 @@
+"""What a rerun hides, shown: the first failure of each test that passed on its rerun (tests/markers.py gives
+tests driving real processes one), printed at the end of the run with its output, so a rare failure is seen and
+can be chased even though the run passes."""
+from __future__ import annotations
+
+import pytest
+
+TAIL_LINES = 80  # of each first failure's traceback and of its captured output
+
+_first_failures: list[pytest.TestReport] = []
+
+
+def _tail(text: str, n: int = TAIL_LINES) -> str:
+    lines = text.rstrip().splitlines()
+    return "\n".join((["…"] if len(lines) > n else []) + lines[-n:])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.outcome == "rerun":
+        _first_failures.append(report)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if not _first_failures:
+        return
+    terminalreporter.section("failures that passed on rerun (tests/reruns.py)", sep="=")
+    for report in _first_failures:
+        terminalreporter.section(f"{report.nodeid} ({report.when})", sep="_")
+        terminalreporter.line(_tail(report.longreprtext))
+        for title, content in report.sections:
+            if content.strip():
+                terminalreporter.line(f"--- {title} ---")
+                terminalreporter.line(_tail(content))
