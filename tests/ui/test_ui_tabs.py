@@ -171,9 +171,14 @@ def test_batch_engine_not_ready_is_reported_not_raised(lab):
 
 # --- Results -----------------------------------------------------------------------------------
 def test_leaderboard_scope_filter_sort(lab):
+    from lab.ui.batch.tab import run_batch
     from lab.ui.results.tab import count_html, leaderboard_frame
 
     ctx, _ = lab
+    # a whole run of the excerpt made here: the test must not lean on the Batch tests before it, which the fast
+    # loop's workers (`-n 2`, tests of one module on either) may run elsewhere or later
+    rows = run_batch(ctx, ["reference"], ctx.replay.steps, run_name="ref-whole", stop=threading.Event())
+    assert rows[0].state.startswith("done")
     first56 = leaderboard_frame(ctx, True)
     assert len(first56) == 56 and set(first56["source"]) == {"published"}
     everything = leaderboard_frame(ctx, False)
@@ -185,7 +190,8 @@ def test_leaderboard_scope_filter_sort(lab):
     runs = everything[everything["source"] == "run"]
     assert all(("[partial " in n and c < 1) or (n.endswith(" [14-step replay]") and c == 1)
                for n, c in zip(runs["name"], runs["coverage"])), runs[["name", "coverage"]]
-    assert any(n.endswith(" [14-step replay]") for n in runs["name"]), (  # the Batch runs made here
+    # named by its engine ("reference"), with its file's name beside it where other reference runs exist
+    assert any(n in ("reference [14-step replay]", "reference [ref-whole] [14-step replay]") for n in runs["name"]), (
         runs[["name", "coverage"]], ctx.query("SELECT display_name, steps, total_steps, partial, path FROM runs"))
     assert 'data-rows="56"' in count_html(first56, True)
 
