@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import openai
-
 RETRY_STATUS = {408, 409, 429}  # plus every 5xx
 
 
@@ -41,6 +39,8 @@ def server_message(exc: BaseException) -> str:
 
 def classify(exc: BaseException, url: str, model: str, timeout: float) -> Failure:
     """What an exception raised while requesting or streaming from `url` means for the user."""
+    import openai  # here, not at the top: a CLI run of stored or reference engines never loads the SDK (0.8 s)
+
     if isinstance(exc, openai.APITimeoutError):
         return Failure(f"request to {url} timed out after {timeout:g} s", True)
     if isinstance(exc, openai.APIConnectionError):

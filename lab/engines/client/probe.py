@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import openai
 
 LENGTH_KEYS = ("max_model_len", "context_length", "max_context_length")
 
@@ -34,6 +33,8 @@ def model_entry_length(entry: dict) -> int | None:
 
 def read_models(client: openai.OpenAI, model: str) -> ServerModels:
     """List the models of a server (one try); connection errors propagate (unreachable)."""
+    import openai
+
     try:
         page = client.with_options(max_retries=0, timeout=15.0).models.list()
     except openai.APIConnectionError:
