@@ -88,12 +88,11 @@ RERUNS = 1
 
 def allow_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give each test that drives real processes one rerun (pytest-rerunfailures' `flaky` marker): a failure
-    that does not come again is still reported, as RERUN with its traceback in the summary, and does not
-    fail the run. Tests of the lab's own code alone get none: a failure there is never luck."""
+    that does not come again does not fail the run but is still shown, with its traceback and output, at the
+    end (tests/reruns.py). Tests of the lab's own code alone get none: a failure there is never luck."""
     if not config.pluginmanager.hasplugin("rerunfailures"):
         return
     for item in items:
         have = {mark.name for mark in item.iter_markers()}
         if have & REAL_PROCESS_MARKERS and "flaky" not in have:
             item.add_marker(pytest.mark.flaky(reruns=RERUNS, reruns_delay=2))
-

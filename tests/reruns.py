@@ -1,6 +1,6 @@
-"""What a rerun hides, shown: the first failure of each test that passed on its rerun (tests/markers.py gives
-tests driving real processes one), printed at the end of the run with its output, so a rare failure is seen and
-can be chased even though the run passes."""
+"""What a rerun would hide, shown: every failure followed by a rerun (tests/markers.py gives tests driving real
+processes one), printed at the end of the run with its output, so that a rare failure is seen and can be chased
+even when its rerun passes (a test failing again is also listed as FAILED, as always)."""
 from __future__ import annotations
 
 import pytest
@@ -23,7 +23,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if not _first_failures:
         return
-    terminalreporter.section("failures that passed on rerun (tests/reruns.py)", sep="=")
+    terminalreporter.section("failures followed by a rerun (tests/reruns.py)", sep="=")
     for report in _first_failures:
         terminalreporter.section(f"{report.nodeid} ({report.when})", sep="_")
         terminalreporter.line(_tail(report.longreprtext))

@@ -51,7 +51,7 @@ def test_real_process_tests_rerun_once_and_their_first_failure_is_printed(tmp_pa
     assert run.returncode == 1, out  # the scorer's failure fails the run
     assert "1 failed, 1 passed" in out and "1 rerun" in out, out
     assert "FAILED" in out and "test_a_scorer_once_unlucky" in out
-    first = out.split("failures that passed on rerun")[1].split("short test summary info")[0]
+    first = out.split("failures followed by a rerun")[1].split("short test summary info")[0]
     assert "test_a_server_once_unlucky" in first and "the page never showed the answer" in first
     assert "what the lab held when it failed" in first  # the test's own diagnosis comes with it
     assert "test_a_scorer_once_unlucky" not in first

@@ -7,7 +7,10 @@ server is up, it just lists nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    import openai
 
 LENGTH_KEYS = ("max_model_len", "context_length", "max_context_length")
 
