@@ -40,10 +40,11 @@ RUN if getent passwd 1000 >/dev/null; then userdel -r "$(getent passwd 1000 | cu
     && useradd -m -u 1000 user && mkdir -p /data && chown user /data
 WORKDIR /home/user/app
 # Layers from here on are ordered by how often they change: the requirements (rare) before the code
-# (every commit), so a change to lab/ rebuilds only the cheap layers below `COPY . .`.
+# (every commit), so a change to lab/ rebuilds only the cheap layers below `COPY . .`. Only the files the image
+# installs from are copied here: a change to the tests' or the docs' requirements leaves the install layers cached.
 # TORCH_INDEX: where the CPU torch wheel comes from (a mirror or PyPI where PyTorch's index is unreachable).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-COPY --chown=user requirements*.txt ./
+COPY --chown=user requirements.txt requirements-vllm.txt ./
 RUN pip install --no-cache-dir torch==2.13.0 --index-url "$TORCH_INDEX" \
     && pip install --no-cache-dir -r requirements.txt
 RUN if [ "$VLLM" = "1" ]; then \
