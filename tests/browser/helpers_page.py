@@ -19,6 +19,7 @@ def lab_side_story(ctx, page=None) -> str:
     the answers cached, each engine's state, the page's toasts and every thread's stack (the lab runs in the
     test's process). Printed by a failing test, so that a rare failure says where it stood."""
     import sys
+    import threading
     import traceback
 
     from lab.ui.compare.inflight import inflight_of
@@ -36,7 +37,7 @@ def lab_side_story(ctx, page=None) -> str:
             lines.append(f"toasts: {page.locator('.toast-body').all_inner_texts()}")
         except Exception as exc:  # noqa: BLE001 - a diagnosis must not hide the failure it explains
             lines.append(f"toasts: unreadable ({exc})")
-    names = {t.ident: t.name for t in __import__("threading").enumerate()}
+    names = {t.ident: t.name for t in threading.enumerate()}
     for ident, frame in sys._current_frames().items():
         stack = "".join(traceback.format_stack(frame, limit=12))
         lines.append(f"thread {names.get(ident, ident)}:\n{stack}")
