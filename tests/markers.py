@@ -81,9 +81,7 @@ def mark_items(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
 
 
-# Tests that drive real processes (servers, browsers, clusters) on a machine shared with another worker.
-REAL_PROCESS_MARKERS = frozenset({"browser", "vllm", "ray", "podman", "slow"})
-RERUNS = 1
+RERUNS = 1  # for a test that drives real processes: one with any marker of RULES
 
 
 def allow_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -94,5 +92,5 @@ def allow_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     for item in items:
         have = {mark.name for mark in item.iter_markers()}
-        if have & REAL_PROCESS_MARKERS and "flaky" not in have:
+        if have & RULES.keys() and "flaky" not in have:
             item.add_marker(pytest.mark.flaky(reruns=RERUNS, reruns_delay=2))
