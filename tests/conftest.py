@@ -141,9 +141,9 @@ def vllm_exe() -> str:
 
     The servers run the model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's own
     switch: its CPU backend then keeps the single-process executor instead of starting a worker process):
-    two processes importing vLLM per server instead of three. The tests of the process tree a server leaves
-    or loses (kill -9 of the API server, SIGTERM to the app, a package the engine core lacks) set it back to
-    1, as users run it."""
+    two processes importing vLLM per server instead of three. The API server still starts the engine core as
+    a process of its own, so a kill -9 of the API server leaves one to reap. The tests of the whole tree
+    (app.py's kill -9 and SIGTERM, a package the engine core lacks) set it back to 1, as users run it."""
     import os
 
     from lab.settings import default_cache_dir

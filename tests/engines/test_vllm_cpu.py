@@ -40,11 +40,11 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 @pytest.fixture(scope="module")
 def vllm_env(vllm_exe, tmp_path_factory):
     """The environment every vLLM test runs in: LAB_VLLM, offline, the lab's logs and cache in a temporary folder
-    (vLLM's caches: the ones vllm_exe sets)."""
+    (vLLM's caches and its engine core's single process: as vllm_exe sets them; the test of app.py's process
+    tree sets vLLM's worker process back, as users run it)."""
     root = tmp_path_factory.mktemp("vllm-env")
     env = {
         "LAB_VLLM": vllm_exe, "LAB_VLLM_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "1",  # vLLM's process tree as users run it: these tests kill parts of it
         "LAB_LOG_DIR": str(root / "logs"), "LAB_CACHE_DIR": str(root / "cache"),
     }
     with pytest.MonkeyPatch.context() as mp:
@@ -95,8 +95,7 @@ def test_cli_replay_through_vllm_equals_in_process_transformers(vllm_env, vllm_m
     cmd = [sys.executable, "-m", "lab", "replay", "--replay", str(EXCERPT), "--limit", "3", "--out", str(out)]
     for spec in specs:
         cmd += ["--engine", spec]
-    # the model in the engine core's process (no worker process): this test kills nothing (see vllm_exe)
-    env = {**os.environ, **vllm_env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = {**os.environ, **vllm_env}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not vllm_processes(str(vllm_model_dir)), "the CLI left vLLM processes running"
@@ -124,7 +123,8 @@ def test_app_py_with_a_vllm_engine_crash_and_sigterm_leave_no_vllm_process(vllm_
     """The bug as found: kill -9 of the managed API server while `python app.py` runs left its
     EngineCore and Worker running until the app stopped. Now they go at once; SIGTERM leaves nothing."""
     port = free_port()
-    env = {**os.environ, **vllm_env, "LAB_CACHE_DIR": str(tmp_path)}
+    # vLLM's process tree as users run it (API server, engine core, worker): this test kills part of it
+    env = {**os.environ, **vllm_env, "LAB_CACHE_DIR": str(tmp_path), "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
     app = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--results", str(tmp_path / "results"), "--replay", str(EXCERPT),
          "--engine", f"vllm:{vllm_model_dir}?{COMMON}&name=vl-app&kv_cache_gb=0.5"],
