@@ -1,13 +1,14 @@
 """Shared fixtures: the reference data folder and a tiny random-weight causal LM built in the test.
 
 Nothing is downloaded: the tokenizer is trained here with `tokenizers` on a few strings (JSON
-characters included), the model is a 2-layer Qwen2 with hidden size 32, and both are saved with
-`save_pretrained` (tests/engines/conftest.py adds a short-context variant and a LoRA adapter).
+characters included) and the replay excerpt's own text, the model is a 2-layer Qwen2 with hidden size 32, and
+both are saved with `save_pretrained` (tests/engines/conftest.py adds a short-context variant and a LoRA adapter).
 """
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from lab.engines.loading import MODEL_BUILD_LOCK
 from tests.markers import allow_reruns, mark_items
 from tests.parallel import group_items, in_parallel
+from tests.paths import EXCERPT
 
 pytest_plugins = ["tests.reruns"]  # the first failure of a test that passed on rerun, printed at the end
 
@@ -61,6 +63,24 @@ TRAINING_TEXT = [
 ]
 
 
+# The tiny tokenizer's size: merges learned from the excerpt's own prompts make a replay prompt a third as many
+# tokens as the few strings above alone did (400 entries: 4.9k to 30k tokens for the excerpt's first five steps),
+# and every forward pass over it, in transformers, `transformers serve` and vLLM alike, several times cheaper.
+TOKENIZER_VOCAB = 2000
+
+
+@functools.lru_cache(maxsize=1)
+def tokenizer_corpus() -> tuple[str, ...]:
+    """The strings the tiny tokenizer learns from: TRAINING_TEXT and, where ../shared has it, each excerpt
+    step's prompt and reference answer."""
+    texts = list(TRAINING_TEXT) * 4
+    if EXCERPT.is_file():
+        for line in EXCERPT.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            texts += [row["prompt"], row["ref_raw"]]
+    return tuple(texts)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared/tb2lite (reference data; never copied into the repo)."""
@@ -79,9 +99,9 @@ def build_tiny_tokenizer():
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=TOKENIZER_VOCAB, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    core.train_from_iterator(TRAINING_TEXT * 4, trainer=trainer)
+    core.train_from_iterator(tokenizer_corpus(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         eos_token="<|im_end|>",
