@@ -138,9 +138,13 @@ class TokenLogprobs:
         if not self.logprobs:
             return {"lp_mean": None, "lp_min": None, "lp_low_tokens": None, "lp_tokens": 0}
         line = math.log(logprob_settings()["low_confidence"])
+        lowest, highest = min(self.logprobs), max(self.logprobs)
+        # a sum's rounding can put the mean of equal values a hair outside them (-6.9885 six times: mean
+        # -6.988500000000001 < min): kept within the values it summarizes
+        mean = min(max(math.fsum(self.logprobs) / len(self.logprobs), lowest), highest)
         return {
-            "lp_mean": sum(self.logprobs) / len(self.logprobs),
-            "lp_min": min(self.logprobs),
+            "lp_mean": mean,
+            "lp_min": lowest,
             "lp_low_tokens": sum(1 for v in self.logprobs if v < line),
             "lp_tokens": len(self.logprobs),
         }

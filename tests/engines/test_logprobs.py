@@ -11,6 +11,8 @@ import sys
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab.data import load_replay
 from lab.engines import Request, Sampling, create_engine
@@ -72,6 +74,15 @@ def test_logprobs_option_is_checked_and_zero_records_none(tiny_model_dir):
         assert answer.logprobs is None and answer.error is None
     finally:
         off.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=-1e4, max_value=0.0), min_size=1, max_size=40))
+def test_the_summary_mean_lies_between_the_minimum_and_the_maximum(values):
+    """Found by a replay whose six tokens each had log-probability -6.9885: their mean was -6.988500000000001."""
+    summary = TokenLogprobs(k=0, logprobs=list(values)).summary()
+    assert summary["lp_min"] == min(values) <= summary["lp_mean"] <= max(values)
+    assert TokenLogprobs(k=0, logprobs=[-6.9885] * 6).summary()["lp_mean"] == -6.9885
 
 
 def test_compact_record_round_trips_and_rejects_garbage():
