@@ -116,7 +116,7 @@ def build_tiny_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A saved tiny random-weight Qwen2 causal LM + tokenizer (chat template set); 32768 positions
-    because replay prompts are long in this tiny vocabulary."""
+    because replay prompts are long in this tiny vocabulary (the excerpt's: 2k to 18k tokens)."""
     return save_tiny_model(tmp_path_factory.mktemp("tiny-model"), hidden=32, heads=4, kv_heads=2, positions=32768)
 
 

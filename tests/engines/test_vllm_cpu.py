@@ -32,7 +32,7 @@ from tests.engines.test_engines_servers import gone
 ROOT = REPO
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-CONTEXT = 16384  # the excerpt's prompts in the tiny tokenizer's 400-token vocabulary are long
+CONTEXT = 16384  # the excerpt's prompts in the tiny tokenizer are long (2k to 18k tokens)
 COMMON = f"dtype=float32&max_model_len={CONTEXT}&enforce_eager=true&max_tokens=8"
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 

@@ -38,7 +38,7 @@ def server_engine_spec(model_dir: Path, log: Path):
 @pytest.fixture(scope="module")
 def short_replay(shared_dir, tmp_path_factory) -> Path:
     """Six steps of the excerpt with their texts cut short (the tiny model's vocabulary makes the
-    full prompts 5-40 k tokens), in the current `messages` format."""
+    full prompts 2-18 k tokens), in the current `messages` format."""
     rows = [json.loads(line) for line in (shared_dir / "replay_excerpt.jsonl").read_text().splitlines()[:6]]
     path = tmp_path_factory.mktemp("replay") / "short.jsonl"
     with open(path, "w") as out:

@@ -119,8 +119,8 @@ def same_run(a: Path, b: Path) -> None:
         {k: v for k, v in two["sampling"].items() if k not in local}
 
 
-# The excerpt's first three steps: 4.9k, 7.9k and 10.8k tokens in the tiny tokenizer (its 4th and 5th are 23.6k
-# and 30k; the attention of a prompt grows with its square: five steps cost eight times three)
+# The excerpt's first three steps: 2.0k, 3.4k and 4.6k tokens in the tiny tokenizer (its 4th and 5th are 10.1k
+# and 12.5k; the attention of a prompt grows with its square: five steps cost eight times three)
 STEPS = 3
 
 
