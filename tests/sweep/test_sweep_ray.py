@@ -180,8 +180,8 @@ def test_a_lost_node_loses_nothing(cluster, served_single, tiny_model_dir, tmp_p
     try:
         checkpoint = out / "ts.partial.jsonl"
         deadline = time.time() + 240
-        while time.time() < deadline:
-            if checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 2:
+        while time.time() < deadline:  # the first step back: four are still to answer while a node is added
+            if checkpoint.is_file() and checkpoint.read_text().count('"row"') >= 1:
                 break
             assert proc.poll() is None, proc.stderr.read()[-3000:]
             time.sleep(0.2)
