@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     remove_orphans()  # folders of sweep actors killed outright on this machine (their driver killed)
     from lab.serve import create_context, exposure_problem, launch_problem, opening_message, startup_report
     from lab.ui.app import build_app, launch_options
-    from lab.ui.shell.public import queue_options
+    from lab.ui.shell.public import queue_app, queue_options
 
     overrides = {}
     if args.results:
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in startup_report(ctx):
         print(line, file=sys.stderr)
     demo = build_app(ctx)
-    demo.queue(**queue_options(settings))
+    queue_app(demo, queue_options(settings))
     try:
         demo.launch(server_name=args.host, server_port=args.port, **launch_options())
     except OSError as exc:  # the port is taken, the host is not this machine's

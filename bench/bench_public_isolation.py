@@ -49,6 +49,7 @@ def main() -> int:
 
     from lab.serve import create_context
     from lab.ui.app import build_app, launch_options
+    from lab.ui.shell.public import queue_app
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -64,7 +65,7 @@ def main() -> int:
         ctx.pool.wait()
         demo = build_app(ctx)
         port = free_port()
-        demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+        queue_app(demo).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                             **launch_options())
         try:
             url = f"http://127.0.0.1:{port}/"

@@ -41,6 +41,7 @@ def main() -> int:
     args = parser.parse_args()
     record = Record("bench_ui_switch", packages=("gradio", "plotly"))
     from lab.ui.app import build_app, launch_options
+    from lab.ui.shell.public import queue_app
     from lab.ui.compare.tab import step_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,7 +78,7 @@ def main() -> int:
 
         demo = build_app(ctx)
         port = free_port()
-        demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+        queue_app(demo).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                             **launch_options())
         try:
             from gradio_client import Client

@@ -99,10 +99,11 @@ def serve_lab(ctx, queue: dict | None = None):
     demo.queue() options (default Gradio's: one event of each handler at a time; `python app.py` passes
     lab.ui.shell.public.queue_options)."""
     from lab.ui.app import build_app, launch_options
+    from lab.ui.shell.public import queue_app
 
     demo = build_app(ctx)
     port = free_port()
-    demo.queue(**(queue or {})).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+    queue_app(demo, queue).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                         **launch_options())
     try:
         yield demo, f"http://127.0.0.1:{port}/"

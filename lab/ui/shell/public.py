@@ -77,6 +77,25 @@ def queue_options(settings: Settings) -> dict:
     return options
 
 
+# Gradio's queue looks for new events every 1 ms while it has none, and for progress to send every 10 ms:
+# about 9 % of a core for a lab nobody uses, on a Space's shared CPU too. Every 20 ms and 100 ms: under 1.5 %
+# (bench/bench_idle_lab.py); an event then waits at most 20 ms more to start.
+QUEUE_IDLE_POLL_SEC = 0.02
+QUEUE_PROGRESS_POLL_SEC = 0.1
+
+
+def queue_app(demo, options: dict | None = None):
+    """`demo.queue(**options)` with the queue's idle polling at QUEUE_IDLE_POLL_SEC (see there); returns demo.
+    Where a Gradio version names those intervals otherwise, its own stay."""
+    demo.queue(**(options or {}))
+    queue = demo._queue
+    if hasattr(queue, "sleep_when_free"):
+        queue.sleep_when_free = max(queue.sleep_when_free, QUEUE_IDLE_POLL_SEC)
+    if hasattr(queue, "progress_update_sleep_when_free"):
+        queue.progress_update_sleep_when_free = max(queue.progress_update_sleep_when_free, QUEUE_PROGRESS_POLL_SEC)
+    return demo
+
+
 def launch_limits(settings: Settings | None = None) -> dict:
     """launch() options: the upload route accepts at most LAB_MAX_UPLOAD; by default 1 MB
     locally and nothing at all on a public deployment (a limit of -1 bytes refuses empty and
