@@ -2,6 +2,7 @@
 hover text, the empty figure and the family scatter."""
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -63,13 +64,10 @@ def empty_figure(title: str, message: str = "no data for this selection") -> go.
 def unique_labels(df: pd.DataFrame, name_col: str = "name") -> list[str]:
     """Names, with a short run id added where two rows would share one."""
     names = df[name_col].astype(str).tolist()
-    counts = pd.Series(names).value_counts()
-    out = []
-    for name, run_id in zip(names, df["run_id"] if "run_id" in df else [None] * len(df)):
-        if counts[name] > 1 and isinstance(run_id, str):
-            name = f"{name} [{run_id[:6]}]"
-        out.append(name)
-    return out
+    counts = Counter(names)
+    run_ids = df["run_id"].tolist() if "run_id" in df else [None] * len(names)
+    return [f"{name} [{run_id[:6]}]" if counts[name] > 1 and isinstance(run_id, str) else name
+            for name, run_id in zip(names, run_ids)]
 
 
 def short_unique_labels(df: pd.DataFrame, name_col: str = "name") -> list[str]:
@@ -92,12 +90,13 @@ def scatter_by_family(
 ) -> None:
     """One trace per family × training method: colour = family, marker symbol = training method."""
     data = df.assign(_family=df["family"].fillna("unknown"), _method=df["training_method"].fillna("unknown"))
+    data = data.reset_index(drop=True)  # positions: the hover rows of every trace are taken from one table
+    custom, template = hover_data(data, (hover_cols or [x, y, "source"]) + ["coverage"])
     for (family, method), part in data.groupby(["_family", "_method"], sort=True):
-        custom, template = hover_data(part, (hover_cols or [x, y, "source"]) + ["coverage"])
         trace = go.Scatter(
             x=part[x], y=part[y], mode="markers", name=f"{family} · {method}",
             legendgroup=f"{family} · {method}", showlegend=show_legend,
-            text=unique_labels(part), customdata=custom, hovertemplate=template,
+            text=unique_labels(part), customdata=custom[part.index.to_numpy()], hovertemplate=template,
             marker=dict(color=family_color(family), symbol=training_symbol(method), size=10,
                         line=dict(width=1, color="#333")),
         )

@@ -27,10 +27,12 @@ def leaderboard_figure(df: pd.DataFrame, title: str | None = None) -> go.Figure:
     if df.empty:
         return empty_figure(title)
     data = df.sort_values("score", ascending=True, kind="stable").assign(_label=lambda d: unique_labels(d))
+    data = data.reset_index(drop=True)  # positions: the hover rows of every trace are taken from one table
+    hover, template = hover_data(data, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source",
+                                        "rank", "coverage"])
     fig = go.Figure()
     for family, part in data.groupby(data["family"].fillna("unknown"), sort=True):
-        custom, template = hover_data(part, ["score", "precision", "recall", "valid_json_pct", "sec_per_step", "source",
-                                             "rank", "coverage"])
+        custom = hover[part.index.to_numpy()]
         marked = part["score_marked"].fillna(False).astype(bool) if "score_marked" in part else pd.Series(False, index=part.index)
         partial = part["partial"].fillna(False).astype(bool) if "partial" in part else pd.Series(False, index=part.index)
         fig.add_trace(go.Bar(
