@@ -66,7 +66,7 @@ def main() -> int:
         demo = build_app(ctx)
         port = free_port()
         queue_app(demo).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            **launch_options())
+                               **launch_options())
         try:
             url = f"http://127.0.0.1:{port}/"
             keys = ctx.step_keys()

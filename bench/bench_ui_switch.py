@@ -79,7 +79,7 @@ def main() -> int:
         demo = build_app(ctx)
         port = free_port()
         queue_app(demo).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            **launch_options())
+                               **launch_options())
         try:
             from gradio_client import Client
 

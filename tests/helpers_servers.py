@@ -104,7 +104,7 @@ def serve_lab(ctx, queue: dict | None = None):
     demo = build_app(ctx)
     port = free_port()
     queue_app(demo, queue).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **launch_options())
+                                  **launch_options())
     try:
         yield demo, f"http://127.0.0.1:{port}/"
     finally:

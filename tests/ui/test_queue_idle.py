@@ -25,4 +25,3 @@ def test_the_queue_polls_at_the_labs_intervals_and_answers_events():
         assert Client(f"http://127.0.0.1:{port}/", verbose=False).predict("ls -la", api_name="/shout") == "LS -LA"
     finally:
         demo.close()
-

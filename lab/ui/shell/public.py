@@ -84,7 +84,7 @@ QUEUE_IDLE_POLL_SEC = 0.02
 QUEUE_PROGRESS_POLL_SEC = 0.1
 
 
-def queue_app(demo, options: dict | None = None):
+def queue_app(demo: gr.Blocks, options: dict | None = None) -> gr.Blocks:
     """`demo.queue(**options)` with the queue's idle polling at QUEUE_IDLE_POLL_SEC (see there); returns demo.
     Where a Gradio version names those intervals otherwise, its own stay."""
     demo.queue(**(options or {}))
