@@ -78,7 +78,7 @@ def queue_options(settings: Settings) -> dict:
 
 
 # Gradio's queue looks for new events every 1 ms while it has none, and for progress to send every 10 ms:
-# about 9 % of a core for a lab nobody uses, on a Space's shared CPU too. Every 20 ms and 100 ms: under 1.5 %
+# about 9 % of a core for a lab nobody uses, on a Space's shared CPU too. Every 20 ms and 100 ms: about 2 %
 # (bench/bench_idle_lab.py); an event then waits at most 20 ms more to start.
 QUEUE_IDLE_POLL_SEC = 0.02
 QUEUE_PROGRESS_POLL_SEC = 0.1
