@@ -65,7 +65,7 @@ TRAINING_TEXT = [
 
 # The tiny tokenizer's size. With merges learned from the excerpt's own prompts, the excerpt's first five steps
 # are 2.0k to 12.5k tokens (400 entries learned from the strings above alone made them 4.9k to 30k), and every
-# forward pass over a prompt, in transformers, `transformers serve` and vLLM alike, several times cheaper.
+# forward pass over a prompt, in transformers, `transformers serve` and vLLM alike, is several times cheaper.
 TOKENIZER_VOCAB = 2000
 
 
