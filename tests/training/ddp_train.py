@@ -40,6 +40,12 @@ def main() -> int:
         "budget_s": callback.budget_s,
         "evaluated": sorted(callback.outcomes),
     }))
+    # both ranks leave together and take the process group down themselves: left to the interpreter's exit, its
+    # gloo threads once outlived rank 0 ("terminate called without an active exception", SIGABRT)
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
     return 0
 
 
