@@ -40,3 +40,24 @@ def test_an_overlong_run_name_is_one_line(tmp_path):
             assert f"saved {longest}.json" in html
     finally:
         ctx.pool.close_all()
+
+
+def test_opening_the_tab_keeps_a_tick_made_while_its_refresh_was_on_its_way(tmp_path):
+    """The tab's refresh answers with the engines ready now; it sends the ticks back only to drop an engine no
+    longer ready (it once sent back the ticks of the moment the tab opened, unticking one made since)."""
+    from lab.serve import create_context
+    from lab.ui.batch.tab import refresh_batch
+
+    results = make_results_dir(tmp_path)
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=tmp_path / "lab.duckdb",
+                        cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, ["reference"])
+    ctx.pool.wait()
+    try:
+        for ticked in ([], ["reference"]):
+            engines = refresh_batch(ctx, ticked, [], [], [])[0]
+            assert engines["choices"] == ["reference"] and "value" not in engines  # the page's ticks stay
+        engines = refresh_batch(ctx, ["reference", "unloaded"], [], [], [])[0]
+        assert engines["value"] == ["reference"]
+    finally:
+        ctx.pool.close_all()

@@ -194,8 +194,12 @@ def selection_count(ctx: LabContext, task_sel, bucket_sel, group_sel) -> str:
 def refresh_batch(ctx: LabContext, current, task_sel, bucket_sel, group_sel) -> tuple:
     """Engines ready now, and the replay's tasks and groups (a replay downloaded in the app fills them)."""
     names = [e.name for e in ctx.engine_entries() if e.state == "ready"]
+    kept = [n for n in (current or []) if n in names]
     rp = ctx.replay
-    return (gr.update(choices=names, value=[n for n in (current or []) if n in names]),
+    # `current` is the ticks when the tab was opened: sent back unchanged, it would untick an engine ticked while
+    # this answer was on its way (a slow Space); only a tick of an engine no longer ready is taken away
+    engines = gr.update(choices=names) if kept == list(current or []) else gr.update(choices=names, value=kept)
+    return (engines,
             gr.update(choices=rp.tasks if rp else []),
             gr.update(choices=sorted({s.source_group for s in rp.steps}) if rp else []),
             gr.update(visible=rp is None),
