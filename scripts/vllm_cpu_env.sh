@@ -37,7 +37,12 @@ exe=$( { bash "$SRC/install.sh" "$ENV" 2>&1 1>&3 3>&- | awk -v prefix=vllm_cpu_e
       | tail -n 1 )
 # The build holds only AVX2 kernels (_C_AVX2). On a processor with AVX-512 BF16 vLLM imports
 # vllm._C instead; scripts/vllm_cpu/_C.py loads the AVX2 library under that name.
-site=$("$ENV/bin/python" -c "import os, vllm; print(os.path.dirname(vllm.__file__))")
+# (the venv's own folder, found without importing vLLM, nor torch through install.sh's sitecustomize)
+site="$ENV/lib/python$("$ENV/bin/python" -S -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages/vllm"
+if [ ! -f "$site/__init__.py" ]; then
+  echo "vllm_cpu_env: install.sh left no vllm package in $site" >&2
+  exit 1
+fi
 if ! ls "$site"/_C.*so >/dev/null 2>&1; then
   cp scripts/vllm_cpu/_C.py "$site/_C.py"
 fi
