@@ -48,6 +48,10 @@ python_lane() {
 vllm_lane() {
   bash scripts/vllm_cpu_env.sh > "$LANES/vllm.path"
 }
+# sudo asks for its password here, in the foreground, before the lanes start (a lane in the background cannot)
+if [ -n "$SUDO" ] && { ! command -v chromium >/dev/null 2>&1 || need_base; }; then
+  $SUDO -v
+fi
 echo "test.sh: Chromium, podman's base, the tests' packages and vLLM's CPU environment: checking them, making" \
      "what is missing side by side …" >&2
 declare -A PIDS=()
