@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_CSVS = ("leaderboard_corrected.csv", "tblite_tmax.csv", "leaderboard_legacy_20260426.csv", "leaderboard_by_group.csv")
@@ -16,6 +18,25 @@ def make_results_dir(root: Path) -> Path:
     for name in SHIPPED_CSVS:
         shutil.copy(REPO / "results" / name, results / name)
     return results
+
+
+@contextmanager
+def excerpt_lab(root: Path, specs: tuple[str, ...] = ("reference",)) -> Iterator:
+    """A lab's context on the replay excerpt with its own results folder, store and cache under `root` and the
+    engines `specs` loaded; its engines are closed on exit."""
+    from lab.serve import create_context
+    from lab.settings import Settings
+    from tests.paths import EXCERPT
+
+    results = make_results_dir(root)
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(EXCERPT))
+    ctx = create_context(settings, list(specs))
+    ctx.pool.wait()
+    try:
+        yield ctx
+    finally:
+        ctx.pool.close_all()
 
 
 def golden_rows(shared_dir: Path, version: str) -> list[dict]:
