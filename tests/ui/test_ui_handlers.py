@@ -216,7 +216,7 @@ def test_a_generate_paints_the_engines_of_that_moment(lab, tiny_model_dir, tmp_p
 
 
 def test_the_switch_painted_last_decides_where_a_generate_paints(lab, tiny_model_dir, monkeypatch):
-    """Two switches at once (the Compare tab opening, and `j` pressed) end in the order they end, not the
+    """Two switches at once (a step picked in the step box, and `j` pressed) end in the order they end, not the
     order they began: the step painted last is the one the browser shows, and a Generate there paints. A
     Generate begun while a switch to another step is still on its way stops painting once that switch's
     paint has left."""
@@ -267,3 +267,47 @@ def test_the_switch_painted_last_decides_where_a_generate_paints(lab, tiny_model
     finally:
         release.set()
         ctx.remove_engine(name)
+
+
+def test_the_tab_shown_again_never_paints_over_a_move(lab, monkeypatch):
+    """Showing the Compare tab again paints the step the page shows once more; `j` pressed as the tab opens
+    moves on. That refresh is not a switch: ended after the move, or sent with the old step once the move
+    has painted, it paints nothing, so the step moved to stays (seen in Chromium on a loaded machine: the
+    first step's columns back over the second's). On the step shown it paints as before."""
+    import threading
+    from types import SimpleNamespace
+
+    import lab.ui.compare.tab as compare_tab
+
+    ctx, demo, _, _ = lab
+    handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}
+    show_step, next_step = handlers["show_step"], handlers["next_step"]
+    refresh = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "refresh_step")
+    keys = ctx.step_keys()
+    release = threading.Event()
+    real = compare_tab.step_outputs
+
+    def slow_refresh(c, key, *args, **kwargs):
+        if key == keys[2] and threading.current_thread().name == "refresh":
+            release.wait(30)
+        return real(c, key, *args, **kwargs)
+
+    monkeypatch.setattr(compare_tab, "step_outputs", slow_refresh)
+    session = SimpleNamespace(session_hash="refresh-session")
+    skip = {"__type__": "update"}  # gr.skip(): the component keeps what it shows
+    try:
+        show_step(keys[2], False, None, session)
+        answers = []
+        opening = threading.Thread(target=lambda: answers.append(refresh(keys[2], False, None, session)),
+                                   name="refresh")
+        opening.start()
+        time.sleep(0.3)
+        assert next_step(keys[2], False, None, session)[1]["value"] == keys[3]  # `j` ends first
+        release.set()
+        opening.join(30)
+        assert answers and all(out == skip for out in answers[0])  # nothing painted over keys[3]
+        assert all(out == skip for out in refresh(keys[2], True, None, session))  # sent with the old step
+        again = refresh(keys[3], True, None, session)
+        assert again[1]["value"] == keys[3] and 'class="lab-col"' in again[3]  # the step shown: painted
+    finally:
+        release.set()

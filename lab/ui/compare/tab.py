@@ -330,6 +330,22 @@ def show_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, he
     return view.updates(out, heat=heat_now)
 
 
+def refresh_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, heat: str | None,
+                 request: gr.Request | None = None) -> tuple:
+    """The step the page shows, painted again (the tab shown again, "show all" toggled, what-if's originals
+    made). Not a switch: when the session moves to another step meanwhile (`j` pressed as the tab opens),
+    nothing is painted, so the older step never lands over the one the user moved to."""
+    key = step_key_argument(key)
+    unchanged = tuple(gr.skip() for _ in view.switch_outputs)
+    if ctx.replay is None or moved_on(view, request, key):
+        return unchanged
+    out = step_outputs(ctx, key, bool(full), heat)
+    if moved_on(view, request, out.step_key):  # a switch painted another step while this one was drawn
+        return unchanged
+    view.painted(request, out.step_key)
+    return view.updates(out)
+
+
 def show_task(ctx: LabContext, view: CompareTab, task_id: str, full: bool, heat: str | None,
               request: gr.Request | None = None, heat_now: bool = True) -> tuple:
     """Switch to the first step of task `task_id`."""
@@ -543,7 +559,6 @@ def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> No
     wire_run_picker(ctx, ui.picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), view.step,
                     view.tab)
     outputs, inputs = view.switch_outputs, [view.step, view.show_all, view.heat_engine]
-    show = bind(show_step, ctx, view)
     # A Generate still streaming must not paint its step over the one the user moved to: every move
     # cancels it (its engines' answers still land in the cache and show when that step is opened again).
     # "multiple": a press while an earlier Generate still streams (a slow engine) is not dropped: it reads the
@@ -562,7 +577,8 @@ def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> No
         ui.prev.click(bind(move_step, ctx, view, -1), inputs, api_name="prev_step", trigger_mode="multiple", **fast),
         ui.next.click(bind(move_step, ctx, view, +1), inputs, api_name="next_step", trigger_mode="multiple", **fast),
     ]
-    view.show_all.change(show, inputs, outputs, show_progress="hidden", api_visibility="private")
+    refresh = bind(refresh_step, ctx, view)
+    view.show_all.change(refresh, inputs, outputs, show_progress="hidden", api_visibility="private")
     heat = bind(draw_heat, ctx)
     for switched in switches:  # the heatmap follows each fast switch once its columns are painted;
         # "always_last": a switch that ends while the previous heatmap is still drawing is drawn after it
@@ -576,9 +592,9 @@ def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> No
               "outputs": [ui.columns_html, ui.f1_html], "show_progress": "hidden", "api_visibility": "private"}
     for switched in switches:
         switched.then(trigger_mode="always_last", **follow)
-    view.tab.select(show, inputs, outputs, show_progress="hidden", api_visibility="private").then(**follow)
+    view.tab.select(refresh, inputs, outputs, show_progress="hidden", api_visibility="private").then(**follow)
     gr.on(triggers=None, **follow)
-    ui.whatif.ran.then(show, inputs, outputs, show_progress="hidden", api_visibility="private")  # originals it made
+    ui.whatif.ran.then(refresh, inputs, outputs, show_progress="hidden", api_visibility="private")  # its originals
     view.replay_loaded = ui.download.click(bind(download_replay, ctx, view), None, [ui.notice, ui.download, *outputs],
                                            api_visibility="private")
     gr.on(triggers=None, fn=bind(page_loaded, ctx), outputs=[ui.notice, ui.download, view.task],
