@@ -28,7 +28,7 @@ class Parting:
 
 def mark_partings(views: Sequence) -> None:
     """Set `view.parting` on every column with log-probabilities against the first other such column."""
-    with_lp = [v for v in views if getattr(v, "logprobs", None) is not None and v.logprobs.tokens]
+    with_lp = [v for v in views if v.logprobs is not None and v.logprobs.tokens]
     for view in views:
         view.parting = None
     if len(with_lp) < 2:
@@ -59,13 +59,13 @@ def _parting_note(parting: Parting) -> str:
 
 def render_confidence(view) -> str:
     """The answer token by token, shaded by (1 − probability), or "not recorded"."""
-    lp = getattr(view, "logprobs", None)
+    lp = view.logprobs
     if lp is None or not lp.tokens:
-        why = getattr(view, "logprobs_error", None)
+        why = view.logprobs_error
         return ('<div class="lab-muted" data-logprobs="none">token log-probabilities: not recorded'
                 f'{f" · {esc(why)}" if why else ""}</div>')
     low = math.log(logprob_settings()["low_confidence"])
-    parting = getattr(view, "parting", None)
+    parting = view.parting
     spans = []
     for i, (token, value) in enumerate(zip(lp.tokens[:MAX_TOKENS_SHOWN], lp.logprobs)):
         shade = min(1.0, max(0.0, 1.0 - math.exp(value)))

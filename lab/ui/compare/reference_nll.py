@@ -32,7 +32,7 @@ def needs_reference_prefill(entry: EngineEntry) -> bool:
 def reference_nll(ctx: LabContext, entry: EngineEntry, step: Step, prompt_text: str) -> ReferenceNll:
     """The reference NLL per token of `step` under `entry`'s engine (never raises)."""
     engine = entry.engine
-    if not getattr(step, "ref_raw", None):
+    if not step.ref_raw:
         return ReferenceNll(why="the step has no recorded reply")
     if needs_reference_prefill(entry):
         try:

@@ -126,7 +126,7 @@ def render_diff(ref_rows: Sequence[UnitMatch], pred_rows: Sequence[UnitMatch], f
     for row in ref_rows[:limit]:
         if row.matched:
             pred = (f'<span class="lab-idx">#{row.other_index}</span> <code>{esc(row.other_unit)}</code>'
-                    f'{equiv_badge(getattr(row, "equiv", None))}')
+                    f'{equiv_badge(row.equiv)}')
             rows.append(
                 f'<tr style="{sim_style(row.f1)}"><td><code>{esc(row.unit)}</code></td>'
                 f'<td>{pred}</td><td class="lab-f1">{row.f1:.2f}</td></tr>'
@@ -200,7 +200,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
     matched = sum(1 for r in view.ref_rows if r.matched)
     return (
         f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="ready">{head}'
-        f"{render_metrics(view.metrics, render_reference_nll(getattr(view, 'ref_nll', None)))}{render_equiv_metric(getattr(view, 'equiv', None))}{render_timings(view)}"
+        f"{render_metrics(view.metrics, render_reference_nll(view.ref_nll))}{render_equiv_metric(view.equiv)}{render_timings(view)}"
         f"{render_prompt_block(view, full)}{audit_html}"
         f'<details class="lab-details" open><summary>{raw_title}</summary>'
         f'{pre(view.raw_output, None if full else RAW_LIMIT, "lab-pre lab-raw")}</details>'

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from lab.data import StepContext, split_context
 from lab.data.step import Step
 from lab.engines.registry import engine_class
+from lab.prompts.audit import TemplateAudit
 from lab.scoring.action import ParsedAction
 
 # view states of an engine column
@@ -160,10 +161,10 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
         ttft_s=completion.ttft_s,
         completion_tokens=completion.completion_tokens,
         stored=completion.stored is not None or completion.command_units is not None,
-        logprobs=getattr(completion, "logprobs", None),
-        logprobs_error=getattr(completion, "logprobs_error", None),
+        logprobs=completion.logprobs,
+        logprobs_error=completion.logprobs_error,
     )
-    if getattr(completion, "absent", False):
+    if completion.absent:
         view.state, view.error = ABSENT, "this run has no answer for this step; its aggregate covers only the steps it answered"
         return view
     if completion.error:
@@ -176,7 +177,7 @@ def engine_view_from_result(spec: str, name: str, result: Any, kind: str = "") -
     view.ref_rows, view.pred_rows = alignment_rows(view.pred_units, list(result.ref_parsed.command_units))
     from lab.ui.compare.equiv_view import annotate_equiv
 
-    annotate_equiv(view, getattr(result, "step", None), result.ref_parsed.command_units, result.metrics)
+    annotate_equiv(view, result.step, result.ref_parsed.command_units, result.metrics)
     return view
 
 
@@ -259,7 +260,7 @@ def snippet_at(text: str, index: int, width: int = DIFF_CONTEXT) -> str:
     return text[max(0, index - width): index + width]
 
 
-def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240) -> AuditView:
+def audit_view_from(audit: TemplateAudit, verbatim: bool = False, preview_chars: int = 240) -> AuditView:
     """Shape a `lab.prompts.audit.TemplateAudit` (or, for a verbatim contract prompt, the same
     fields with no own template) into an AuditView; long preview lines are cut to `preview_chars`."""
     rendered, cut = audit.rendered, audit.truncation
@@ -276,12 +277,12 @@ def audit_view_from(audit: Any, verbatim: bool = False, preview_chars: int = 240
         max_model_len=audit.max_model_len,
         max_tokens=audit.max_tokens,
         fits=audit.fits,
-        rejects=getattr(audit, "overlong", "truncate") in ("reject", "shorten"),
-        overlong=getattr(audit, "overlong", "truncate"),
-        refused=getattr(audit, "refused", None),
-        allowed_tokens=getattr(audit, "allowed_tokens", None),
-        special_added=getattr(audit, "special_added", None),
-        doubled_bos=bool(getattr(audit, "doubled_bos", False)),
+        rejects=audit.overlong in ("reject", "shorten"),
+        overlong=audit.overlong,
+        refused=audit.refused,
+        allowed_tokens=audit.allowed_tokens,
+        special_added=audit.special_added,
+        doubled_bos=audit.doubled_bos,
     )
     if audit.first_difference is not None and audit.own_text is not None:
         view.lab_snippet = snippet_at(rendered.text, audit.first_difference)
