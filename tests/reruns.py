@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 TAIL_LINES = 80  # of each first failure's traceback and of its captured output
+HEAD_LINES = 40  # of its captured output too: a diagnosis printed there (lab_side_story) starts with what counts
 
 _first_failures: list[pytest.TestReport] = []
 
@@ -13,6 +14,13 @@ _first_failures: list[pytest.TestReport] = []
 def _tail(text: str, n: int = TAIL_LINES) -> str:
     lines = text.rstrip().splitlines()
     return "\n".join((["…"] if len(lines) > n else []) + lines[-n:])
+
+
+def _head_and_tail(text: str, head: int = HEAD_LINES, tail: int = TAIL_LINES) -> str:
+    lines = text.rstrip().splitlines()
+    if len(lines) <= head + tail:
+        return "\n".join(lines)
+    return "\n".join([*lines[:head], f"… {len(lines) - head - tail} lines …", *lines[-tail:]])
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -30,4 +38,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for title, content in report.sections:
             if content.strip():
                 terminalreporter.line(f"--- {title} ---")
-                terminalreporter.line(_tail(content))
+                terminalreporter.line(_head_and_tail(content))

@@ -34,6 +34,8 @@ def attempt(name):
 @pytest.mark.slow
 def test_a_server_once_unlucky():
     print("what the lab held when it failed")
+    print("\\n".join(f"thread {i}" for i in range(300)))  # a long diagnosis: its head and its end are shown
+    print("the last thread")
     assert attempt("server") > 1, "the page never showed the answer"
 
 def test_a_scorer_once_unlucky():
@@ -54,4 +56,5 @@ def test_real_process_tests_rerun_once_and_their_first_failure_is_printed(tmp_pa
     first = out.split("failures followed by a rerun")[1].split("short test summary info")[0]
     assert "test_a_server_once_unlucky" in first and "the page never showed the answer" in first
     assert "what the lab held when it failed" in first  # the test's own diagnosis comes with it
+    assert "the last thread" in first and "thread 0\n" in first and "thread 150\n" not in first
     assert "test_a_scorer_once_unlucky" not in first
