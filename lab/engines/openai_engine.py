@@ -135,10 +135,10 @@ class OpenAIEngine(EngineBase):
 
     # --- loading ---------------------------------------------------------------------
     def _open_clients(self) -> None:
-        import httpx
         import openai
 
-        timeout = httpx.Timeout(self.timeout, connect=min(10.0, self.timeout))
+        # the SDK's own Timeout: it runs on an HTTP library of its choosing, whose types are not the lab's to pass
+        timeout = openai.Timeout(self.timeout, connect=min(10.0, self.timeout))
         for replica in self.replicas.replicas:
             replica.client = openai.OpenAI(base_url=replica.url, api_key=self.api_key, timeout=timeout, max_retries=0)
         self._clients_open = True

@@ -59,11 +59,4 @@ def classify(exc: BaseException, url: str, model: str, timeout: float) -> Failur
         return Failure(f"server rejected the request ({status}): {said}", False, status=status, server_message=said)
     if isinstance(exc, openai.APIError):  # an error event inside the stream
         return Failure(f"server error during generation at {url}: {server_message(exc)}", True)
-    # httpx errors that escape the SDK while a stream is read (the server died mid-answer)
-    import httpx
-
-    if isinstance(exc, httpx.TimeoutException):
-        return Failure(f"request to {url} timed out after {timeout:g} s", True)
-    if isinstance(exc, httpx.TransportError):
-        return Failure(f"endpoint {url} stopped answering ({type(exc).__name__}: {exc})", True, unreachable=True)
     return Failure(f"{type(exc).__name__} from {url}: {exc}", False)
