@@ -12,6 +12,7 @@ from abc import abstractmethod
 from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
@@ -23,6 +24,9 @@ from lab.engines.servers.missing import last_exception, missing_package
 from lab.engines.servers.supervisor import READY, ManagedServer, ServerFailed
 from lab.engines.spec import as_number
 from lab.errors import EngineLoadError, EngineSpecError
+
+if TYPE_CHECKING:
+    from lab.engines.openai_engine import OpenAIEngine
 
 MANAGED_OPTIONS = {
     "concurrency": "parallel requests (default: 64 for vLLM, 4 for transformers serve)",
@@ -72,7 +76,7 @@ class ManagedEngine(EngineBase):
         default_timeout = float((kind_settings.get("ready_timeout") or {}).get(self.kind, 600))
         self.ready_timeout = float(as_number(timeout, "ready_timeout")) if timeout is not None else default_timeout
         self.server: ManagedServer | None = None
-        self.client = None
+        self.client: OpenAIEngine | None = None
 
     # --- what subclasses give ------------------------------------------------------------
     @abstractmethod
@@ -145,24 +149,29 @@ class ManagedEngine(EngineBase):
     def _connect(self, tokenizer: Future | None = None) -> None:
         """(Re)build the OpenAI-compatible client for the running server; `tokenizer`: the rendering
         tokenizer already loading (else the client loads it)."""
-        from lab.engines.openai_engine import OpenAIEngine
-
         if self.client is not None:
             self.client.close()
+        client = self.client_for(self.server.base_url, tokenizer)
+        client.load()
+        self.client = client
+        self.tokenizer = client.tokenizer
+        self.max_model_len = client.max_model_len or self.configured_max_model_len()
+
+    def client_for(self, base_url: str, tokenizer: Future | None = None) -> OpenAIEngine:
+        """The OpenAI-compatible client (not loaded) of this engine's server at `base_url`."""
+        from lab.engines.openai_engine import OpenAIEngine
+
         options = {"tokenizer": self.rendering_tokenizer(), "concurrency": str(self.concurrency),
                    "logprobs": str(self.logprobs_k), **self.client_options()}
         client = OpenAIEngine(EngineConfig(
-            spec=self.spec, kind="openai", target=f"{self.server.base_url}/v1#{self.served_model()}", options=options,
+            spec=self.spec, kind="openai", target=f"{base_url}/v1#{self.served_model()}", options=options,
         ))
         client.name = self.name
         client.context_guard = self.context_guard()
         client.generation_base = self.generation_base()
         client.prompt_as_ids = self.prompt_as_ids()
         client.tokenizer_soon = tokenizer
-        client.load()
-        self.client = client
-        self.tokenizer = client.tokenizer
-        self.max_model_len = client.max_model_len or self.configured_max_model_len()
+        return client
 
     def configured_max_model_len(self) -> int | None:
         """The context length the server was started with, when the lab chose it."""
