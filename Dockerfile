@@ -44,9 +44,11 @@ WORKDIR /home/user/app
 # installs from are copied here: a change to the tests' or the docs' requirements leaves the install layers cached.
 # TORCH_INDEX: where the CPU torch wheel comes from (a mirror or PyPI where PyTorch's index is unreachable).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Both are locks (scripts/lock.sh): every distribution pinned, so the image holds what the tests ran against.
 COPY --chown=user requirements.txt requirements-vllm.txt ./
 RUN pip install --no-cache-dir torch==2.13.0 --index-url "$TORCH_INDEX" \
-    && pip install --no-cache-dir -r requirements.txt
+    && pip install --no-cache-dir -r requirements.txt \
+    && pip check
 RUN if [ "$VLLM" = "1" ]; then \
       python3 -m venv /opt/vllm && /opt/vllm/bin/pip install --no-cache-dir -r requirements-vllm.txt; \
     fi

@@ -68,14 +68,16 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def transformers_serve_process(model_dir: Path, log_path: Path, timeout: float = 120.0):
+def transformers_serve_process(model_dir: Path | str, log_path: Path, timeout: float = 120.0,
+                               env: dict[str, str] | None = None):
     """Run `transformers serve MODEL --host 127.0.0.1 --port N --device cpu`; yield (base URL, process).
+    MODEL: a folder, or a Hub id found in the cache (`env` adds to the server's environment, e.g. HF_HOME).
 
     The model is pinned (FORCE_MODEL), so requests for another model get a 400."""
     exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
     port = free_port()
     cmd = [exe, "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -87,9 +89,9 @@ def transformers_serve_process(model_dir: Path, log_path: Path, timeout: float =
 
 
 @contextmanager
-def transformers_serve(model_dir: Path, log_path: Path, timeout: float = 120.0):
+def transformers_serve(model_dir: Path | str, log_path: Path, timeout: float = 120.0, env: dict[str, str] | None = None):
     """Run `transformers serve` on the model (see transformers_serve_process); yield its base URL."""
-    with transformers_serve_process(model_dir, log_path, timeout) as (base, _proc):
+    with transformers_serve_process(model_dir, log_path, timeout, env) as (base, _proc):
         yield base
 
 

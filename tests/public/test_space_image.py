@@ -15,11 +15,13 @@ from __future__ import annotations
 import csv
 import json
 import re
+import time
 
 import httpx
 import pytest
 
 from lab.data import load_replay
+from tests.helpers_servers import transformers_serve
 from tests.paths import EXCERPT, REPO
 from tests.space_image import APP, build_image, build_server, changed_by_podman, changed_paths, image_size, logs, \
     run_to_the_end, space_container, stop_with_sigterm
@@ -110,6 +112,42 @@ def test_a_visitors_refused_actions_stay_refused(space):
     download = [i for i, d in enumerate(config["dependencies"]) if [button["id"], "click"] in d.get("targets", [])]
     messages = private_call(container.url, download[0], [], button["id"], "space-visitor-download")
     assert any("does not let visitors" in m.get("log", "") for m in messages if m.get("msg") == "log"), messages
+
+
+def hub_cache_model(model_dir, cache, repo_id: str) -> None:
+    """`model_dir` as a Hugging Face cache holds a download of `repo_id` (one snapshot, refs/main)."""
+    entry = cache / "hub" / f"models--{repo_id.replace('/', '--')}"
+    snapshot = entry / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    for path in model_dir.iterdir():
+        (snapshot / path.name).write_bytes(path.read_bytes())
+    (entry / "refs").mkdir()
+    (entry / "refs" / "main").write_text(snapshot.name)
+
+
+def test_a_visitors_openai_engine_loads_and_answers_in_the_container(space, tiny_model_dir, tmp_path):
+    """The image's own `openai` SDK and its HTTP library, as the lock installs them: a visitor of a Space whose
+    owner allows engines and lists the host adds an `openai:` engine on a `transformers serve` outside the
+    container; it loads (the SDK takes the lab's client settings) and answers a step."""
+    _, build = space
+    repo_id = "lab-tests/tiny"  # served under a Hub id: a visitor may not name a folder (docs/security.md)
+    hub_cache_model(tiny_model_dir, tmp_path / "hf", repo_id)
+    with transformers_serve(repo_id, tmp_path / "serve.log", env={"HF_HOME": str(tmp_path / "hf")}) as base:
+        owner = {"LAB_ALLOW_ENGINES": "1", "LAB_ENGINE_HOSTS": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
+        with space_container(build.tag, owner) as container:
+            guest = visitor(container.url)
+            _, lines = call(guest, f"openai:{base}/v1#{repo_id}?name=served", api_name="/add_engine")
+            assert lines and lines[0].startswith("Adding engine 'served'"), lines
+            deadline = time.monotonic() + 180
+            while 'data-state="loading"' in (table := call(guest, "", api_name="/add_engine")[0][0]):
+                assert time.monotonic() < deadline, table
+                time.sleep(0.5)
+            assert re.search(r'data-engine="served"[^>]*data-state="ready"', table) or \
+                'data-state="ready"' in table, table
+            key = guest.predict(None, False, None, api_name="/show_step")[1]["value"]
+            columns = str(guest.predict(key, False, None, api_name="/generate")[0])
+            assert 'data-state="ready"' in columns and "unreachable" not in columns and "Invalid timeout" not in columns
+            assert "Traceback" not in logs(container.cid), logs(container.cid)[-3000:]
 
 
 def test_nothing_is_written_outside_the_app_folder_and_data(space):
