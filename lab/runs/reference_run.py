@@ -120,13 +120,13 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
     checkpoint = Checkpoint(claim.checkpoint)
     header = _header(engine, config, steps)
     done: dict[str, dict] = {}
-    if claim.resumed:
-        old, rows = checkpoint.read()
-        if old is not None and {k: old.get(k) for k in header} != header:
+    old, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
+    if old is not None:
+        if {k: old.get(k) for k in header} != header:
             raise LabError(f"{checkpoint.path}: the checkpoint is of another run (engine, steps or replay differ); "
                            "remove it or drop --resume")
-        done = {f"{r.get('task_id')}/{r.get('step_idx')}": r for r in rows}
-    else:
+        done = {f"{e.row.get('task_id')}/{e.row.get('step_idx')}": e.row for e in entries}
+    else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
     total = len(steps)
     if progress:

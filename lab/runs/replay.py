@@ -152,15 +152,16 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     done: dict[str, dict] = {}
     gen_secs: dict[str, float | None] = {}  # generation seconds of each finished step
     header = _header(engine, config, sampling, steps)
-    if claim.resumed:
-        old_header, entries = checkpoint.read_entries()
+    old_header, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
+    if old_header is not None:
         _check_same_run(checkpoint.path, old_header, header)
         for entry in entries:
             key = f"{entry.row.get('task_id')}/{entry.row.get('step_idx')}"
             done[key], gen_secs[key] = entry.row, entry.gen_sec
         validate_rows(list(done.values()), str(checkpoint.path))
-        header["timings"] = (old_header or {}).get("timings", {"gen_time_sec": 0.0})
-    else:
+        timings = old_header.get("timings")
+        header["timings"] = timings if isinstance(timings, dict) else {"gen_time_sec": 0.0}
+    else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
 
     todo = [i for i, s in enumerate(steps) if s.key not in done]
@@ -243,11 +244,9 @@ def _describe_change(key: str, old: object, new: object) -> str:
     return f"{RESUME_LABELS.get(key, key)}: {old!r} then, {new!r} now"
 
 
-def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
+def _check_same_run(path: Path, old: dict, new: dict) -> None:
     """Refuse to resume a checkpoint written by another engine, sampling, scorer, replay source or
     step selection; the message says what differs. (Keys a checkpoint lacks are not compared.)"""
-    if old is None:
-        return
     changed = [k for k in RESUME_KEYS if k in old and old.get(k) != new.get(k)]
     if changed:
         raise LabError(
