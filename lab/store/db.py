@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from lab.errors import LabError
+from lab.security.visitor_writes import refusal
 from lab.store.connection import Connector, ReadCache
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -75,7 +76,10 @@ class Store:
         # (file, reason) of every result file under results/ the last open could not import
         self.import_problems: list[tuple[str, str]] = []
         self.cache = ReadCache()
-        self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
+        # set (to the reason) while the store serves visitors: a write goes through only when it is of a kind the
+        # owner opened to them (`visitor_kinds`, marked with `writes(kind)`: lab.security.visitor_writes)
+        self.refuse_writes: str | None = None
+        self.visitor_kinds: frozenset[str] = frozenset()
         self._derived = threading.local()
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
         # equiv_f1 columns: filled right after each import, or (defer_equiv) left pending for a
@@ -84,8 +88,24 @@ class Store:
         self.equiv_filler: Any = None
 
     def _check_writable(self) -> None:
-        if self.refuse_writes and not getattr(self._derived, "on", False):
+        if not self.refuse_writes or getattr(self._derived, "on", False):
+            return
+        kind = getattr(self._derived, "kind", None)
+        if kind is None:
             raise LabError(self.refuse_writes)
+        if kind not in self.visitor_kinds:
+            raise LabError(refusal(kind))
+
+    @contextmanager
+    def writes(self, kind: str) -> Iterator["Store"]:
+        """Mark this thread's writes in the block as `kind` (annotations, slices, series, whatif: the kinds of
+        lab.security.visitor_writes): while the store serves visitors they go through only if that kind is open."""
+        before = getattr(self._derived, "kind", None)
+        self._derived.kind = kind
+        try:
+            yield self
+        finally:
+            self._derived.kind = before
 
     @contextmanager
     def derived_writes(self) -> Iterator["Store"]:

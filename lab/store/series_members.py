@@ -50,7 +50,7 @@ def join_series(store: Store, run_id: str, series: str, position: int | float | 
     if not store.rows("SELECT 1 FROM runs WHERE run_id = ?", [str(run_id)]):
         raise LabError(f"no run '{run_id}' in the store; pick a run from the list")
     ensure_table(store)
-    with store.transaction() as cur:
+    with store.writes("series"), store.transaction() as cur:
         cur.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
         cur.execute("INSERT INTO series_members VALUES (?, ?, ?, ?, ?)",
                     [str(run_id), series, int(x), x_kind, datetime.now(timezone.utc).replace(tzinfo=None)])
@@ -63,5 +63,6 @@ def leave_series(store: Store, run_id: str) -> bool:
     ensure_table(store)
     if not store.rows("SELECT 1 FROM series_members WHERE run_id = ?", [str(run_id)]):
         return False
-    store.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
+    with store.writes("series"):
+        store.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
     return True

@@ -126,8 +126,8 @@ def filter_panel(choices: Choices) -> FilterPanel:
                   confidently_wrong]  # fmt: skip
         with gr.Row():
             apply_btn = gr.Button("Apply filters", variant="primary", elem_id="triage-apply")
-            slice_name = gr.Textbox(label="Slice name", scale=2)
-            save_btn = gr.Button("Save slice")
+            slice_name = gr.Textbox(label="Slice name", scale=2, elem_id="triage-slice-name")
+            save_btn = gr.Button("Save slice", elem_id="triage-save-slice")
             saved = gr.Dropdown(choices.slices, label="Saved slices", scale=2)
             open_btn = gr.Button("Open slice")
         share = gr.Textbox(label="Share this slice (URL)", interactive=False, buttons=["copy"], elem_id="triage-share")
