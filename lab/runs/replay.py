@@ -92,6 +92,12 @@ def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     return stem[:limit].rstrip("-")
 
 
+def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
+    """The run's name when the user chose it (`--name`, `name=` in the SPEC, a training run's name): the name its
+    file got (`claimed`), which the store shows; None when the lab made the name up."""
+    return claimed if name_given or engine.name_given or config_run_name else None
+
+
 def utc_timestamp() -> str:
     """Naive UTC ISO timestamp without `Z` (SPEC §8)."""
     return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -117,8 +123,9 @@ def replay(
     if claim.note and config.notify is not None:
         config.notify(claim.note)
     try:
-        if config.run_name and claim.name != config.run_name:
-            config = replace(config, run_name=claim.name)
+        named = user_run_name(engine, config.run_name, config.name_given, claim.name)
+        if named != config.run_name:
+            config = replace(config, run_name=named)
         return _replay_claimed(engine, steps, config, claim, progress, stop)
     finally:
         claim.release()
@@ -363,5 +370,7 @@ def _result(
         "lab_version": __version__,
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
+        # the name the user gave the run: the name the store shows (lab.store.names.display_name)
+        **({"run_name": config.run_name} if config.name_given or engine.name_given else {}),
         **config.extra,
     }
