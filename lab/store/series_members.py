@@ -29,15 +29,21 @@ def placements(store: Store) -> dict[str, tuple[str, int, str]]:
             store.rows("SELECT run_id, series, x, x_kind FROM series_members")}
 
 
-def join_series(store: Store, run_id: str, series: str, position: int | float | str,
-                x_kind: str = "checkpoint step") -> tuple[str, int, str]:
-    """Place run `run_id` in `series` at `position` (replacing an earlier placement of that run);
-    LabError naming what is wrong with the input."""
-    series = " ".join(str(series or "").split())
+def series_name(text: object) -> str:
+    """A series name as stored: its words joined by single spaces; LabError when empty or too long."""
+    series = " ".join(str(text or "").split())
     if not series:
         raise LabError("series name is empty: give the series the run joins")
     if len(series) > MAX_SERIES_NAME:
         raise LabError(f"series name is longer than {MAX_SERIES_NAME} characters")
+    return series
+
+
+def join_series(store: Store, run_id: str, series: str, position: int | float | str,
+                x_kind: str = "checkpoint step") -> tuple[str, int, str]:
+    """Place run `run_id` in `series` at `position` (replacing an earlier placement of that run);
+    LabError naming what is wrong with the input."""
+    series = series_name(series)
     shown = repr(position) if len(str(position)) <= 40 else repr(f"{str(position)[:40]}…")
     try:
         x = float(position)
