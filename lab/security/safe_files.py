@@ -49,19 +49,27 @@ def link_problem(path: str | os.PathLike) -> str | None:
 
 
 def open_fd(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
-    """os.open without following a link at `path`; only a regular file is opened (a FIFO never blocks it).
-    LinkRefused for a link (dangling too: never created at its target) or another kind of file."""
+    """os.open without following a link at `path`; only a regular file is opened (a FIFO never blocks it), and for
+    writing only one with no other name (a hard link's other name would change too). LinkRefused for a link
+    (dangling too: never created at its target), a hard link opened to write, or another kind of file."""
+    truncate = bool(flags & os.O_TRUNC)  # only once the file is known to be one the lab may write
     try:
-        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode)
+        fd = os.open(path, (flags & ~os.O_TRUNC) | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO, errno.EISDIR):
             raise LinkRefused(refusal(path)) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        facts = os.fstat(fd)
+        if not stat.S_ISREG(facts.st_mode):
             raise LinkRefused(refusal(path))
+        if flags & (os.O_WRONLY | os.O_RDWR) and facts.st_nlink > 1:  # a hard link: writing it writes the other name
+            raise LinkRefused(f"{path}: is a hard link (the same file has another name); the lab writes only files of "
+                              "its own in its folders: remove it, or pick another name")
         if _NONBLOCK:
             os.set_blocking(fd, True)
+        if truncate:
+            os.ftruncate(fd, 0)
     except BaseException:
         os.close(fd)
         raise

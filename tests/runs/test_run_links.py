@@ -157,3 +157,13 @@ def test_a_linked_result_file_is_not_a_finished_run_and_is_not_replaced(runs, ou
     with claim_run(runs, "R") as claim:  # a name the lab made up: the next free one
         assert claim.stem == "R-2" and "symbolic link" in claim.note
     assert outside.read_text() == PRECIOUS
+
+
+def test_a_hard_linked_checkpoint_is_never_truncated(runs, outside):
+    if os.stat(runs).st_dev != os.stat(outside).st_dev:
+        pytest.skip("a hard link needs one file system")
+    os.link(outside, runs / "R.partial.jsonl")
+    for flag in ("--overwrite", "--resume"):
+        proc = lab_replay(runs, "--name", "R", flag)
+        assert proc.returncode != 0 and "R.partial.jsonl: is a hard link" in proc.stderr, proc.stderr
+    assert outside.read_text() == PRECIOUS

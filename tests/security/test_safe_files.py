@@ -107,3 +107,14 @@ def test_odd_names_stay_in_the_folder(folder):
         with safe_files.open_file(folder / name, "rb") as fh:
             assert fh.read() == b"x"
     assert len(list(folder.iterdir())) == 6
+
+
+def test_a_hard_link_is_read_but_never_written(folder, outside):
+    if os.stat(folder).st_dev != os.stat(outside).st_dev:
+        pytest.skip("a hard link needs one file system")
+    os.link(outside, folder / "x")
+    assert safe_files.read_bytes(folder / "x") == outside.read_bytes()
+    for mode in ("w", "a"):
+        with pytest.raises(LinkRefused, match="is a hard link"):
+            safe_files.open_file(folder / "x", mode)
+    assert outside.read_text() == "precious\nsecond line\n"
