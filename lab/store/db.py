@@ -97,26 +97,24 @@ class Store:
             raise LabError(refusal(kind))
 
     @contextmanager
-    def writes(self, kind: str) -> Iterator["Store"]:
+    def _in_thread(self, name: str, value: object) -> Iterator["Store"]:
+        """Set this thread's `name` (of the write marks) to `value` for the block."""
+        before = getattr(self._derived, name, None)
+        setattr(self._derived, name, value)
+        try:
+            yield self
+        finally:
+            setattr(self._derived, name, before)
+
+    def writes(self, kind: str):
         """Mark this thread's writes in the block as `kind` (annotations, slices, series, whatif: the kinds of
         lab.security.visitor_writes): while the store serves visitors they go through only if that kind is open."""
-        before = getattr(self._derived, "kind", None)
-        self._derived.kind = kind
-        try:
-            yield self
-        finally:
-            self._derived.kind = before
+        return self._in_thread("kind", kind)
 
-    @contextmanager
-    def derived_writes(self) -> Iterator["Store"]:
+    def derived_writes(self):
         """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
         step flags) even where `refuse_writes` blocks what visitors write."""
-        before = getattr(self._derived, "on", False)
-        self._derived.on = True
-        try:
-            yield self
-        finally:
-            self._derived.on = before
+        return self._in_thread("on", True)
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):

@@ -46,29 +46,9 @@ class Page:
         index, dep = self.event(elem_id, trigger)
         by_id = {self.ids[k]: v for k, v in values.items()}
         data = [by_id.get(i, self.props[i].get("value")) for i in dep["inputs"]]
-        joined = {"data": data, "fn_index": index, "trigger_id": self.ids[elem_id], "session_hash": self.session,
-                  "event_data": event_data}
-        messages = private_call_with(self.url, joined)
+        messages = private_call(self.url, index, data, self.ids[elem_id], self.session, event_data)
         logs = [m.get("log", "") for m in messages if m.get("msg") == "log"]
         return messages[-1], logs
-
-
-def private_call_with(url: str, joined: dict) -> list[dict]:
-    """`private_call`, with event data (a table's select)."""
-    if joined["event_data"] is None:
-        return private_call(url, joined["fn_index"], joined["data"], joined["trigger_id"], joined["session_hash"])
-    import json
-
-    assert httpx.post(f"{url}gradio_api/queue/join", json=joined, timeout=30).status_code == 200
-    messages = []
-    with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": joined["session_hash"]},
-                      timeout=60) as stream:
-        for line in stream.iter_lines():
-            if line.startswith("data:"):
-                messages.append(json.loads(line[5:]))
-                if messages[-1].get("msg") == "process_completed":
-                    break
-    return messages
 
 
 def owner_store(root):
