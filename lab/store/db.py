@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -106,12 +106,12 @@ class Store:
         finally:
             setattr(self._derived, name, before)
 
-    def writes(self, kind: str):
+    def writes(self, kind: str) -> AbstractContextManager["Store"]:
         """Mark this thread's writes in the block as `kind` (annotations, slices, series, whatif: the kinds of
         lab.security.visitor_writes): while the store serves visitors they go through only if that kind is open."""
         return self._in_thread("kind", kind)
 
-    def derived_writes(self):
+    def derived_writes(self) -> AbstractContextManager["Store"]:
         """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
         step flags) even where `refuse_writes` blocks what visitors write."""
         return self._in_thread("on", True)
