@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import LabError
-from lab.scoring.paired import Ranking, load_settings, rank_ties
+from lab.scoring.paired import load_settings
+from lab.scoring.ranking import Ranking, rank_ties
 from lab.store.db import Store
 from lab.store.paired import (
     cached, compare_against, delta_text, load_run, metric_spec, step_values, task_numbering,
