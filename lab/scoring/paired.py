@@ -162,6 +162,7 @@ class Difference:
     adjustment: str  # "pairwise" | "simultaneous over k comparisons (max-T)"
     two_level: bool  # samples were resampled within steps too
     higher_is_better: bool = True
+    mde: float | None = None  # the smallest true difference this interval finds 80 % of the time (lab.scoring.power)
 
     @property
     def ci(self) -> list[float] | None:
@@ -307,13 +308,37 @@ def verdict_of(low: float | None, high: float | None, higher_is_better: bool) ->
     return TIED
 
 
-def too_few(metric: PairedMetric, settings: BootstrapSettings) -> str:
+@dataclass(frozen=True)
+class Summary:
+    """What a difference reports besides its interval: both runs' figures on the common steps, the steps and
+    tasks they cover (and the effective tasks, lab.scoring.paired's n), how the steps moved."""
+
+    baseline: float
+    candidate: float
+    steps: int
+    tasks: int
+    effective_tasks: float
+    improved: int
+    regressed: int
+    unchanged: int
+    sampled: bool = False
+    higher_is_better: bool = True
+
+
+def summarize(metric: PairedMetric, tolerance: float | None = None) -> Summary:
+    """The Summary of one PairedMetric."""
+    improved, regressed, unchanged = step_changes(metric, tolerance)
+    return Summary(metric.figure("baseline"), metric.figure("candidate"), metric.steps, metric.tasks,
+                   metric.effective_tasks, improved, regressed, unchanged, metric.sampled, metric.higher_is_better)
+
+
+def too_few(summary: Summary, settings: BootstrapSettings) -> str:
     """Why the steps are too few for an interval ("" when they are enough)."""
-    if metric.steps < settings.min_common_steps:
-        return f"fewer than {settings.min_common_steps} common steps ({metric.steps}): no interval"
-    if metric.tasks < settings.min_common_tasks:
-        return f"fewer than {settings.min_common_tasks} common tasks ({metric.tasks}): no interval"
-    if math.isnan(metric.figure("baseline")) or math.isnan(metric.figure("candidate")):
+    if summary.steps < settings.min_common_steps:
+        return f"fewer than {settings.min_common_steps} common steps ({summary.steps}): no interval"
+    if summary.tasks < settings.min_common_tasks:
+        return f"fewer than {settings.min_common_tasks} common tasks ({summary.tasks}): no interval"
+    if math.isnan(summary.baseline) or math.isnan(summary.candidate):
         return "no weight on the common steps: no interval"
     return ""
 
@@ -327,17 +352,82 @@ def _settings(resamples: int | None, seed: int | None, settings: BootstrapSettin
     return settings, resamples, settings.seed if seed is None else int(seed)
 
 
-def _difference(metric: PairedMetric, low: float | None, high: float | None, note: str, settings: BootstrapSettings,
-                resamples: int, seed: int, adjustment: str) -> Difference:
-    base, cand = metric.figure("baseline"), metric.figure("candidate")
-    improved, regressed, unchanged = step_changes(metric, settings.unchanged_tolerance)
+def _difference(summary: Summary, low: float | None, high: float | None, note: str, settings: BootstrapSettings,
+                resamples: int, seed: int, adjustment: str, mde: float | None = None) -> Difference:
     return Difference(
-        baseline=base, candidate=cand, delta=cand - base, low=low, high=high, steps=metric.steps,
-        tasks=metric.tasks, improved=improved, regressed=regressed, unchanged=unchanged,
-        verdict=verdict_of(low, high, metric.higher_is_better), note=note, confidence=settings.confidence,
-        resamples=resamples, seed=seed, adjustment=adjustment, two_level=metric.sampled,
-        higher_is_better=metric.higher_is_better,
+        baseline=summary.baseline, candidate=summary.candidate, delta=summary.candidate - summary.baseline, low=low,
+        high=high, steps=summary.steps, tasks=summary.tasks, improved=summary.improved, regressed=summary.regressed,
+        unchanged=summary.unchanged, verdict=verdict_of(low, high, summary.higher_is_better), note=note,
+        confidence=settings.confidence, resamples=resamples, seed=seed, adjustment=adjustment,
+        two_level=summary.sampled, higher_is_better=summary.higher_is_better, mde=mde,
     )
+
+
+def _n_tasks(metrics: Sequence[PairedMetric], n_tasks: int | None) -> int:
+    return n_tasks if n_tasks is not None else max((int(m.task.max()) + 1 for m in metrics if m.steps), default=0)
+
+
+def pairwise_differences(summaries: Sequence[Summary], reps: np.ndarray | None, settings: BootstrapSettings,
+                         resamples: int, seed: int) -> list[Difference]:
+    """Each comparison's own (pairwise) expanded percentile interval and MDE from its column of `reps`, the
+    replicates of the comparisons too_few leaves usable, in order."""
+    from lab.scoring.power import critical_value, detectable
+
+    out, j = [], 0
+    for s in summaries:
+        note = too_few(s, settings)
+        if note:
+            out.append(_difference(s, None, None, note, settings, resamples, seed, PAIRWISE))
+            continue
+        alpha = expanded_alpha(settings.confidence, s.effective_tasks)
+        column = reps[:, j]
+        low, high = (float(v) for v in np.nanquantile(column, [alpha / 2, 1 - alpha / 2]))
+        mde = detectable(float(np.nanstd(column, ddof=1)), critical_value(alpha))
+        out.append(_difference(s, low, high, "", settings, resamples, seed, PAIRWISE, mde))
+        j += 1
+    return out
+
+
+def simultaneous_differences(summaries: Sequence[Summary], reps: np.ndarray | None, settings: BootstrapSettings,
+                             resamples: int, seed: int, chunk: int = 256) -> list[Difference]:
+    """Simultaneous intervals (max-T over the columns of `reps`, the usable comparisons' replicates in order)
+    and each one's MDE at the simultaneous critical value. Comparisons too_few refuses get no interval and do
+    not count in k. Columns are read `chunk` at a time (a baseline against a thousand runs stays small)."""
+    from lab.scoring.power import detectable
+
+    notes = [too_few(s, settings) for s in summaries]
+    usable = [s for s, note in zip(summaries, notes) if not note]
+    if not usable:
+        return [_difference(s, None, None, note, settings, resamples, seed, PAIRWISE) for s, note in zip(summaries, notes)]
+    point = np.array([s.candidate - s.baseline for s in usable])
+    se = np.empty(len(usable))
+    worst = np.full(reps.shape[0], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for first in range(0, len(usable), chunk):
+            block = reps[:, first:first + chunk]
+            part = np.nanstd(block, axis=0, ddof=1)
+            se[first:first + chunk] = part
+            z = np.where(part > 0, np.abs(block - point[first:first + chunk]) / np.where(part > 0, part, 1.0), 0.0)
+            np.fmax(worst, np.nanmax(z, axis=1), out=worst)
+    alpha = expanded_alpha(settings.confidence, min(s.effective_tasks for s in usable))
+    crit = float(np.nanquantile(worst, 1 - alpha))
+    label = simultaneous_label(len(usable)) if len(usable) > 1 else PAIRWISE
+    out, j = [], 0
+    for s, note in zip(summaries, notes):
+        if note:
+            out.append(_difference(s, None, None, note, settings, resamples, seed, label))
+            continue
+        half = crit * float(se[j])
+        out.append(_difference(s, float(point[j] - half), float(point[j] + half), "", settings, resamples, seed, label,
+                               detectable(float(se[j]), crit)))
+        j += 1
+    return out
+
+
+def _usable_replicates(metrics: Sequence[PairedMetric], summaries: Sequence[Summary], n_tasks: int,
+                       settings: BootstrapSettings, resamples: int, seed: int) -> np.ndarray | None:
+    usable = [m for m, s in zip(metrics, summaries) if not too_few(s, settings)]
+    return replicates(usable, n_tasks, resamples, seed, settings.chunk_values) if usable else None
 
 
 def compare_each(metrics: Sequence[PairedMetric], n_tasks: int | None = None, *, resamples: int | None = None,
@@ -345,21 +435,9 @@ def compare_each(metrics: Sequence[PairedMetric], n_tasks: int | None = None, *,
     """Each metric's difference with its own (pairwise) 95 % interval; one set of task draws for all, so
     the metrics of one pair of runs are resampled together."""
     settings, resamples, seed = _settings(resamples, seed, settings)
-    n_tasks = n_tasks if n_tasks is not None else max((int(m.task.max()) + 1 for m in metrics if m.steps), default=0)
-    notes = [too_few(m, settings) for m in metrics]
-    usable = [m for m, note in zip(metrics, notes) if not note]
-    reps = replicates(usable, n_tasks, resamples, seed, settings.chunk_values) if usable else None
-    out, j = [], 0
-    for m, note in zip(metrics, notes):
-        if note:
-            out.append(_difference(m, None, None, note, settings, resamples, seed, PAIRWISE))
-            continue
-        alpha = expanded_alpha(settings.confidence, m.effective_tasks)
-        column = reps[:, j]
-        low, high = (float(v) for v in np.nanquantile(column, [alpha / 2, 1 - alpha / 2]))
-        out.append(_difference(m, low, high, "", settings, resamples, seed, PAIRWISE))
-        j += 1
-    return out
+    summaries = [summarize(m, settings.unchanged_tolerance) for m in metrics]
+    reps = _usable_replicates(metrics, summaries, _n_tasks(metrics, n_tasks), settings, resamples, seed)
+    return pairwise_differences(summaries, reps, settings, resamples, seed)
 
 
 def compare(metric: PairedMetric, n_tasks: int | None = None, *, resamples: int | None = None, seed: int | None = None,
@@ -378,25 +456,6 @@ def compare_many(metrics: Sequence[PairedMetric], n_tasks: int | None = None, *,
     ranking): simultaneous 95 % intervals by max-T over one set of task draws, so that all of them
     hold together. Comparisons with too few steps get no interval and do not count in k."""
     settings, resamples, seed = _settings(resamples, seed, settings)
-    n_tasks = n_tasks if n_tasks is not None else max((int(m.task.max()) + 1 for m in metrics if m.steps), default=0)
-    notes = [too_few(m, settings) for m in metrics]
-    usable = [m for m, note in zip(metrics, notes) if not note]
-    if not usable:
-        return [_difference(m, None, None, note, settings, resamples, seed, PAIRWISE) for m, note in zip(metrics, notes)]
-    reps = replicates(usable, n_tasks, resamples, seed, settings.chunk_values)
-    point = np.array([m.figure("candidate") - m.figure("baseline") for m in usable])
-    se = np.nanstd(reps, axis=0, ddof=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(se > 0, np.abs(reps - point) / np.where(se > 0, se, 1.0), 0.0)
-    alpha = expanded_alpha(settings.confidence, min(m.effective_tasks for m in usable))
-    crit = float(np.nanquantile(np.nanmax(z, axis=1), 1 - alpha))
-    label = simultaneous_label(len(usable)) if len(usable) > 1 else PAIRWISE
-    out, j = [], 0
-    for m, note in zip(metrics, notes):
-        if note:
-            out.append(_difference(m, None, None, note, settings, resamples, seed, label))
-            continue
-        half = crit * float(se[j])
-        out.append(_difference(m, float(point[j] - half), float(point[j] + half), "", settings, resamples, seed, label))
-        j += 1
-    return out
+    summaries = [summarize(m, settings.unchanged_tolerance) for m in metrics]
+    reps = _usable_replicates(metrics, summaries, _n_tasks(metrics, n_tasks), settings, resamples, seed)
+    return simultaneous_differences(summaries, reps, settings, resamples, seed)

@@ -9,7 +9,7 @@ import numpy as np
 
 from lab.scoring.paired import (
     PAIRWISE, BootstrapSettings, PairedMetric, _settings, expanded_alpha, simultaneous_label, task_counts,
-    task_draws, too_few,
+    summarize, task_draws, too_few,
 )
 
 
@@ -48,7 +48,7 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     values = np.asarray(values, dtype=float)
     k = values.shape[1]
     probe = PairedMetric(task, values[:, 0], values[:, -1])
-    if k < 2 or too_few(probe, settings):
+    if k < 2 or too_few(summarize(probe, settings.unchanged_tolerance), settings):
         return None
     n_tasks = n_tasks or int(task.max()) + 1
     counts = task_counts(task_draws(seed, resamples, n_tasks), n_tasks).astype(float)
