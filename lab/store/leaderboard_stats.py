@@ -1,9 +1,13 @@
 """What the Results table says about differences between its rows: which rows with per-step data are
 statistically tied (rank ranges on the same steps), and, against a baseline the user picks, each row's
-Δ score with its simultaneous interval and a verdict. Rows without per-step data say so, never an
-interval. Computed with lab.store.paired / lab.scoring.paired like every other comparison."""
+Δ score with its simultaneous interval, its minimum detectable effect, a verdict, and each row's chance of
+being the best of the rows judged together with its expected regret. Rows without per-step data say so, never
+an interval. Computed from the store's StatsTable (lab.store.stats_judge, the same figures as lab.store.paired)
+and shared by every visitor until the store changes (lab.store.stats_cache): the store's lock (`hold`) is
+taken to read, never to compute."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -14,9 +18,10 @@ from lab.errors import LabError
 from lab.scoring.paired import load_settings
 from lab.scoring.ranking import Ranking, rank_ties
 from lab.store.db import Store
-from lab.store.paired import (
-    cached, compare_against, delta_text, load_run, metric_spec, step_values, task_numbering,
-)
+from lab.store.paired import delta_text, metric_spec, verdict_cell
+from lab.store.stats_cache import Admit, shared, stats_table
+from lab.store.stats_judge import against, chances
+from lab.store.stats_table import Hold, StatsTable
 
 NO_STEPS = "no per-step data"
 BASELINE = "baseline"
@@ -57,39 +62,38 @@ class TieGroup:
     note: str
 
 
-def _step_sets(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
-    return store.query(
-        "SELECT s.run_id, count(*) AS n, md5(string_agg(s.step_key, ',' ORDER BY s.step_key)) AS steps_sig, "
-        "any_value(r.scoring_version) AS scoring_version FROM steps s JOIN runs r USING (run_id) "
-        "WHERE list_contains(?, s.run_id) AND s.command_f1 IS NOT NULL GROUP BY s.run_id", [list(run_ids)])
-
-
-def tie_groups(store: Store, run_ids: Sequence[str], *, resamples: int | None = None,
-               seed: int | None = None) -> dict[str, TieGroup]:
+def tie_groups(store: Store, run_ids: Sequence[str], *, hold: Hold = nullcontext, admit: Admit = nullcontext,
+               resamples: int | None = None, seed: int | None = None) -> dict[str, TieGroup]:
     """run_id -> the group of runs scored on exactly the same steps it is ranked in (score, one run's step
     values being the mean of its answers), with rank ranges from all-pairs simultaneous intervals."""
     ids = sorted(set(r for r in run_ids if r))
     if not ids:
         return {}
-    return cached(store, ("ties", tuple(ids), resamples, seed), lambda: _tie_groups(store, ids, resamples, seed))
+    table = stats_table(store, hold, admit)
+    return shared(store, ("ties", tuple(ids), resamples, seed), lambda: _tie_groups(table, ids, resamples, seed), admit)
 
 
-def _tie_groups(store: Store, ids: list[str], resamples: int | None, seed: int | None) -> dict[str, TieGroup]:
-    sets = _step_sets(store, ids)
+def _tie_groups(table: StatsTable, ids: list[str], resamples: int | None, seed: int | None) -> dict[str, TieGroup]:
+    spec = metric_spec("score")
+    have = ~np.isnan(table.values[spec.column])
+    groups: dict[tuple, list[str]] = {}
+    for run_id in ids:
+        i = table.row.get(run_id)
+        if i is not None and have[i].any():
+            groups.setdefault((have[i].tobytes(), table.scoring[i]), []).append(run_id)
     out: dict[str, TieGroup] = {}
-    for _, part in sets.groupby(["steps_sig", "scoring_version"], sort=False):
-        members = sorted(part["run_id"])
-        runs = [load_run(store, r) for r in members]
-        names = [r.name for r in runs]
+    for members in groups.values():
+        rows = [table.row[r] for r in members]
+        names = [table.names[i] for i in rows]
         if len(members) < 2:
             group = TieGroup(members, names, None, "no other run on the same steps")
         else:
-            index = task_numbering(*runs)
-            keys = runs[0].steps.dropna(subset=["command_f1"]).index
-            task = np.array([index[t] for t in runs[0].steps.loc[keys, "task_id"]])
-            spec = metric_spec("score")
-            values = np.column_stack([np.nanmean(step_values(r, spec, keys), axis=1) for r in runs])
-            ranking = rank_ties(task, values, len(index), scale=spec.scale, resamples=resamples, seed=seed)
+            at = np.flatnonzero(have[rows[0]])
+            at = at[np.argsort(table.order[rows[0], at], kind="stable")]
+            tasks = np.unique(table.step_task[table.present[rows].any(axis=0)])  # every task of their steps
+            task = np.searchsorted(tasks, table.step_task[at])
+            values = table.step_means(spec)[rows][:, at].T
+            ranking = rank_ties(task, values, len(tasks), scale=spec.scale, resamples=resamples, seed=seed)
             note = "" if ranking is not None else \
                 f"fewer than {load_settings().min_common_steps} steps or {load_settings().min_common_tasks} tasks"
             group = TieGroup(members, names, ranking, note)
@@ -125,36 +129,54 @@ def ties_note(groups: dict[str, TieGroup]) -> str:
 
 @dataclass(frozen=True)
 class BaselineColumns:
-    """Per row: Δ score against the baseline with its interval, and the verdict; and the label of the
-    intervals' adjustment."""
+    """Per row: Δ score against the baseline with its interval, the verdict, the minimum detectable effect,
+    P(best) and expected regret among the rows judged together; the label of the intervals' adjustment and a
+    note on P(best)."""
 
     delta: list[str]
     verdict: list[str]
+    mde: list[str]
+    p_best: list[str]
+    regret: list[str]
     label: str
+    best_note: str = ""
 
 
-def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *, resamples: int | None = None,
-                     seed: int | None = None) -> BaselineColumns:
+def _against_baseline(table: StatsTable, baseline: str, others: list[str], resamples: int | None,
+                      seed: int | None) -> tuple[dict, object]:
+    found = {a.run_id: a for a in against(table, baseline, others, "score", resamples=resamples, seed=seed)}
+    return found, chances(table, [baseline, *others], baseline, "score", resamples=resamples, seed=seed)
+
+
+def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *, hold: Hold = nullcontext,
+                     admit: Admit = nullcontext, resamples: int | None = None, seed: int | None = None) -> BaselineColumns:
     """Each row's run against `baseline` (score), the intervals simultaneous over the rows compared."""
     others = sorted({r for r in runs if r and r != baseline})
-    results = cached(store, ("baseline", baseline, tuple(others), resamples, seed),
-                     lambda: {a.run_id: a for a in compare_against(store, baseline, others, "score",
-                                                                   resamples=resamples, seed=seed)})
+    table = stats_table(store, hold, admit)
+    if baseline not in table.row:
+        raise LabError(f"baseline '{baseline}' is not a run of the store; pick one from the list")
+    others = [r for r in others if r in table.row]
+    results, best = shared(store, ("baseline", baseline, tuple(others), resamples, seed),
+                           lambda: _against_baseline(table, baseline, others, resamples, seed), admit)
+    chance = dict(zip(best.run_ids, zip(best.p_best, best.expected_regret)))
     labels = {a.difference.adjustment for a in results.values() if a.difference is not None and a.difference.ci}
-    delta, verdict = [], []
+    cols: dict[str, list[str]] = {"delta": [], "verdict": [], "mde": [], "p_best": [], "regret": []}
     for run_id in runs:
-        if run_id is None:
-            delta.append(NO_STEPS)
-            verdict.append(NO_STEPS)
-        elif run_id == baseline:
-            delta.append(BASELINE)
-            verdict.append(BASELINE)
-        else:
-            found = results.get(run_id)
-            diff = found.difference if found else None
-            delta.append(delta_text(diff, 2, found.note if found else "not comparable"))
-            verdict.append(diff.verdict if diff is not None and diff.ci is not None else "no interval")
-    return BaselineColumns(delta, verdict, next(iter(labels)) if len(labels) == 1 else "pairwise")
+        p, regret = chance.get(run_id, (None, None)) if run_id else (None, None)
+        cols["p_best"].append("" if p is None else f"{p:.2f}")
+        cols["regret"].append("" if regret is None else f"{regret:.2f}")
+        if run_id is None or run_id == baseline:
+            shown = NO_STEPS if run_id is None else BASELINE
+            cols["delta"].append(shown)
+            cols["verdict"].append(shown)
+            cols["mde"].append("")
+            continue
+        found = results.get(run_id)
+        diff = found.difference if found else None
+        cols["delta"].append(delta_text(diff, 2, found.note if found else "not comparable"))
+        cols["verdict"].append(verdict_cell(diff))
+        cols["mde"].append("" if diff is None or diff.mde is None else f"{diff.mde:.1f}")
+    return BaselineColumns(**cols, label=next(iter(labels)) if len(labels) == 1 else "pairwise", best_note=best.note)
 
 
 def baseline_choices(store: Store) -> list[tuple[str, str]]:
@@ -178,24 +200,33 @@ def check_baseline(store: Store, run_id: str | None) -> str | None:
 TIES_COLUMN = "per-step rank (95 %)"
 DELTA_COLUMN = "Δ score vs baseline [95 %]"
 VERDICT_COLUMN = "vs baseline"
+MDE_COLUMN = "detectable Δ (80 %)"
+BEST_COLUMN = "P(best)"
+REGRET_COLUMN = "regret (points)"
 
 
-def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = None, *,
-                     resamples: int | None = None, seed: int | None = None) -> tuple[pd.DataFrame, str]:
-    """The leaderboard frame with the per-step rank column (and, with a baseline, Δ score and the verdict)
-    after `score`, and one line saying what the intervals are."""
-    runs = row_runs(store, frame)
-    groups = tie_groups(store, [r for r in runs if r], resamples=resamples, seed=seed)
+def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = None, *, hold: Hold = nullcontext,
+                     admit: Admit = nullcontext, resamples: int | None = None,
+                     seed: int | None = None) -> tuple[pd.DataFrame, str]:
+    """The leaderboard frame with the per-step rank column (and, with a baseline, Δ score, the verdict, the
+    detectable difference, P(best) and regret) after `score`, and one line saying what they are."""
+    with hold():
+        runs = row_runs(store, frame)
+        name = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [baseline]) if baseline else None
+    groups = tie_groups(store, [r for r in runs if r], hold=hold, admit=admit, resamples=resamples, seed=seed)
     out = frame.copy()
     at = list(out.columns).index("score") + 1 if "score" in out.columns else len(out.columns)
     columns = {TIES_COLUMN: [tie_text(groups.get(r) if r else None, r) for r in runs]}
     notes = [ties_note(groups)]
     if baseline:
-        picked = baseline_columns(store, runs, baseline, resamples=resamples, seed=seed)
-        columns[DELTA_COLUMN], columns[VERDICT_COLUMN] = picked.delta, picked.verdict
-        name = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [baseline])
+        picked = baseline_columns(store, runs, baseline, hold=hold, admit=admit, resamples=resamples, seed=seed)
+        columns.update({DELTA_COLUMN: picked.delta, VERDICT_COLUMN: picked.verdict, MDE_COLUMN: picked.mde,
+                        BEST_COLUMN: picked.p_best, REGRET_COLUMN: picked.regret})
         notes.append(f"Δ score = row − baseline {name} [{baseline}] over their common steps; 95 % intervals "
-                     f"{picked.label}")
-    for offset, (name, values) in enumerate(columns.items()):
-        out.insert(at + offset, name, values)
+                     f"{picked.label}; detectable Δ: the smallest true difference each comparison finds 80 % of the "
+                     "time; P(best): the share of task resamples in which the row scores highest on the baseline's "
+                     "steps, regret: the points picking it is expected to give up"
+                     + (f" ({picked.best_note})" if picked.best_note else ""))
+    for offset, (col, values) in enumerate(columns.items()):
+        out.insert(at + offset, col, values)
     return out, " · ".join(n for n in notes if n)

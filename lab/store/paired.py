@@ -9,12 +9,10 @@ common steps is part of every answer.
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,9 +33,6 @@ SELECT s.step_key, s.task_id, s.step_idx, s.bucket, s.source_group, s.command_f1
 FROM steps s LEFT JOIN step_reference r ON r.run_id = s.run_id AND r.step_key = s.step_key
 WHERE s.run_id = ?
 ORDER BY s.ord"""
-CACHE_SIZE = 32
-_cache: OrderedDict = OrderedDict()
-_cache_lock = threading.Lock()
 SAMPLES_SQL = """
 SELECT step_key, sample, command_f1, first_cmd_exact, CAST(valid_json AS DOUBLE) AS valid_json
 FROM samples WHERE run_id = ? ORDER BY step_key, sample"""
@@ -324,6 +319,37 @@ def delta_text(diff: Difference | None, digits: int = 2, note: str = "") -> str:
     return f"{signed(diff.delta, digits)} [{signed(diff.low, digits)}, {signed(diff.high, digits)}]"
 
 
+def detectable_unit(spec: MetricSpec) -> tuple[str, int]:
+    """How a metric's differences are worded: (unit, decimals) — points for the 0–100 figures."""
+    return ("points", 1) if spec.scale == 100 else ("", max(1, spec.digits - 1))
+
+
+def mde_text(diff: Difference | None, metric: str = "score") -> str:
+    """"5.4" (points; the metric's decimals), "" without an interval."""
+    if diff is None or diff.mde is None or diff.ci is None:
+        return ""
+    return f"{diff.mde:.{detectable_unit(metric_spec(metric))[1]}f}"
+
+
+def verdict_cell(diff: Difference | None) -> str:
+    """The verdict of a table cell ("no interval" without one)."""
+    return diff.verdict if diff is not None and diff.ci is not None else "no interval"
+
+
+def verdict_words(diff: Difference | None, metric: str = "score") -> str:
+    """The verdict in words a reader without statistics follows: "not distinguishable at 95 %: with these 50
+    tasks only differences of about 5.4 points or more are reliably seen"; better / worse as they are."""
+    from lab.scoring.paired import TIED
+    from lab.scoring.power import detectable_words
+
+    if diff is None or diff.ci is None:
+        return "no interval"
+    if diff.verdict != TIED or diff.mde is None:
+        return diff.verdict
+    unit, digits = detectable_unit(metric_spec(metric))
+    return f"{diff.verdict}: {detectable_words(diff.mde, diff.tasks, unit, digits)}"
+
+
 def summary_line(comparison: RunComparison, metric: str = "score") -> str:
     """One line: "score +0.82 [−1.10, +2.64] (95 %, 303 common steps of 50 tasks): not distinguishable at
     95 % · 101 improved, 96 regressed, 106 unchanged"."""
@@ -334,7 +360,7 @@ def summary_line(comparison: RunComparison, metric: str = "score") -> str:
     level = f"{diff.confidence:.0%}".replace("%", " %")
     where = f"{diff.steps} common steps of {diff.tasks} tasks"
     head = f"{metric} {delta_text(diff, spec.digits)}"
-    verdict = f": {diff.verdict}" if diff.ci is not None else ""
+    verdict = f": {verdict_words(diff, metric)}" if diff.ci is not None else ""
     return (f"{head} ({level}, {where}{', samples resampled too' if diff.two_level else ''}){verdict} · "
             f"{diff.improved} improved, {diff.regressed} regressed, {diff.unchanged} unchanged")
 
@@ -347,19 +373,3 @@ def resample_setting(value: int | None) -> int:
     if not 100 <= int(value) <= settings.max_resamples:
         raise LabError(f"--resamples {value}: use 100 to {settings.max_resamples}")
     return int(value)
-
-
-def cached(store: Store, key: tuple, make: Callable[[], Any]) -> Any:
-    """`make()`, remembered until the store's file changes (comparisons are recomputed only when a run
-    is added, changed or removed)."""
-    full = (str(store.path), store.connector.generation(), *key)
-    with _cache_lock:
-        if full in _cache:
-            _cache.move_to_end(full)
-            return _cache[full]
-    value = make()
-    with _cache_lock:
-        _cache[full] = value
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return value

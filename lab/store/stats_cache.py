@@ -1,0 +1,61 @@
+"""Statistics shared by every visitor and kept until the store changes.
+
+One `cachetools` LRU map holds every comparison, ranking, series and the store's StatsTable, keyed by the
+store's file and *generation* (lab.store.connection: any write by any process changes it) and what was asked.
+When a store's generation moves on, what was kept for the older one is dropped. Two visitors asking for the
+same thing while it is being computed wait for the one computation (cachetools' `condition`), and only a
+computation not kept already goes through `admit` (the per-visitor limits of a public lab, lab.visitors) — the
+computing itself is never under the store's lock: the caller's `hold` is taken only to read.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
+
+import cachetools
+
+from lab.store.db import Store
+from lab.store.stats_table import Hold, StatsTable, read_table
+
+Admit = Callable[[], ContextManager]
+CACHE_SIZE = 4096  # entries: comparisons and series of one store generation (the table is one of them)
+_kept: cachetools.LRUCache = cachetools.LRUCache(maxsize=CACHE_SIZE)
+_condition = threading.Condition()
+_generation: dict[str, tuple] = {}  # store file -> the generation kept for it
+
+
+@cachetools.cached(_kept, key=lambda key, make, admit: key, condition=_condition)
+def _computed(key: tuple, make: Callable[[], Any], admit: Admit) -> Any:
+    with admit():
+        return make()
+
+
+def _forget_older(path: str, generation: tuple) -> None:
+    """Drop what was kept for an older generation of this store."""
+    with _condition:
+        if _generation.get(path) == generation:
+            return
+        for key in [k for k in list(_kept) if k[0] == path and k[1] != generation]:
+            _kept.pop(key, None)
+        _generation[path] = generation
+
+
+def shared(store: Store, key: tuple, make: Callable[[], Any], admit: Admit = nullcontext) -> Any:
+    """`make()`, computed once for everybody until the store changes; `admit()` is entered around a
+    computation (not around a value already kept)."""
+    path, generation = str(store.path), store.connector.generation()
+    _forget_older(path, generation)
+    return _computed((path, generation, *key), make, admit)
+
+
+def stats_table(store: Store, hold: Hold = nullcontext, admit: Admit = nullcontext) -> StatsTable:
+    """The store's StatsTable of this generation (read under `hold` when not kept)."""
+    return shared(store, ("table",), lambda: read_table(store, hold), admit)
+
+
+def clear() -> None:
+    """Forget everything kept (tests and benchmarks that time a first computation)."""
+    with _condition:
+        _kept.clear()
+        _generation.clear()
