@@ -1,6 +1,7 @@
 """Plotly figures from query results: each function takes a DataFrame (lab.store.queries) and returns a Figure."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import pandas as pd
@@ -11,6 +12,7 @@ from lab.store import queries
 from lab.store.db import Store
 from lab.store.equiv_plots import equiv_vs_f1_figure
 from lab.store.short_labels import short_labels
+from lab.store.stats_table import Hold
 from lab.store.figures import (
     empty_figure, family_color, finish, hover_data, scatter_by_family, style, training_symbol,
     unique_labels,
@@ -220,33 +222,39 @@ def name_filtered(df: pd.DataFrame, text: str = "") -> pd.DataFrame:
     return df[df["name"].astype(str).str.contains(text, case=False, regex=False)]
 
 
-def figure_for(store: Store, name: str, name_filter: str = "", **params: Any) -> go.Figure:
-    """Run a plot's query with `params`, keep the rows whose name contains `name_filter`, draw it."""
+def figure_for(store: Store, name: str, name_filter: str = "", *, hold: Hold = nullcontext, **params: Any) -> go.Figure:
+    """Run a plot's query with `params` (under `hold`, the store's lock), keep the rows whose name contains
+    `name_filter`, draw it (outside the lock)."""
     query, draw = PLOT_SPECS[name]
-    return draw(name_filtered(query(store, **params), name_filter))
+    with hold():
+        frame = query(store, **params)
+    return draw(name_filtered(frame, name_filter))
 
 
-def _scoped(name: str) -> Callable[..., go.Figure]:
-    def plot(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
-        return figure_for(store, name, name_filter, first56_only=first56_only, include_runs=not first56_only)
+def _plot(name: str, scoped: bool = False, **fixed: Any) -> Callable[..., go.Figure]:
+    """The UI's plot function of PLOT_SPECS[name]: (store, first56_only, name_filter, hold=, admit=)."""
+    def plot(store: Store, first56_only: bool = False, name_filter: str = "", *, hold: Hold = nullcontext,
+             admit: Any = nullcontext) -> go.Figure:
+        scope = {"first56_only": first56_only, "include_runs": not first56_only} if scoped else {}
+        return figure_for(store, name, name_filter, hold=hold, **scope, **fixed)
     return plot
 
 
-# plot name -> function(store, first56_only) -> Figure, for the UI's plot picker
+# plot name -> function(store, first56_only, name_filter, hold=, admit=) -> Figure, for the UI's plot picker; each
+# reads under `hold` and draws outside it
 PLOTS: dict[str, Callable[..., go.Figure]] = {
-    "leaderboard": _scoped("leaderboard"),
-    "score_vs_params": _scoped("score_vs_params"),
-    "precision_recall": _scoped("precision_recall"),
-    "json_vs_f1": _scoped("json_vs_f1"),
-    "speed_vs_score": _scoped("speed_vs_score"),
-    "by_bucket": lambda store, first56_only=False, name_filter="": figure_for(store, "by_bucket", name_filter),
-    "by_source_group": lambda store, first56_only=False, name_filter="": figure_for(store, "by_source_group", name_filter),
-    "checkpoint_series": lambda store, first56_only=False, name_filter="": figure_for(
-        store, "checkpoint_series", name_filter, min_points=2),
-    "tb2lite_vs_tblite": lambda store, first56_only=False, name_filter="": figure_for(store, "tb2lite_vs_tblite", name_filter),
-    "equiv_vs_f1": lambda store, first56_only=False, name_filter="": figure_for(store, "equiv_vs_f1", name_filter),
+    "leaderboard": _plot("leaderboard", scoped=True),
+    "score_vs_params": _plot("score_vs_params", scoped=True),
+    "precision_recall": _plot("precision_recall", scoped=True),
+    "json_vs_f1": _plot("json_vs_f1", scoped=True),
+    "speed_vs_score": _plot("speed_vs_score", scoped=True),
+    "by_bucket": _plot("by_bucket"),
+    "by_source_group": _plot("by_source_group"),
+    "tb2lite_vs_tblite": _plot("tb2lite_vs_tblite"),
+    "equiv_vs_f1": _plot("equiv_vs_f1"),
 }
 
-from lab.store.series_stats import series_plot_with_intervals  # noqa: E402 - registered last: the store's runs only
+from lab.store.series_figures import series_plot_with_intervals  # noqa: E402 - registered last: the store's runs only
 
-PLOTS["published_series"] = series_plot_with_intervals
+# one series plot: the store's series with intervals and P(best), else the leaderboard's checkpoint rows
+PLOTS["checkpoint_series"] = series_plot_with_intervals

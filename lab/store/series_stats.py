@@ -1,28 +1,32 @@
 """One checkpoint series, point by point, against its first point: the score and the reference NLL over
 all steps, each bucket (early / mid / late) and a slice of steps (a saved Triage slice, e.g. the steps
 trained on vs held out), each checkpoint's difference from the first with a 95 % interval simultaneous over
-the series (lab.store.paired), and the best checkpoint's lead over the runner-up with its interval.
+the series and its minimum detectable effect, each checkpoint's chance of being the best with its expected
+regret (all steps, score), and the best checkpoint's lead over the runner-up with its interval.
 
-The plot shows the score with the reference NLL on its own, labelled axis, the differences from the first
-point with their intervals under it, and says so where the reference NLL is not recorded. A checkpoint
-without a score is a gap, never a 0.
+Computed from the store's StatsTable (lab.store.stats_judge: the figures of lab.store.paired, as matrix
+products) and kept for every visitor until the store changes (lab.store.stats_cache); the store's lock
+(`hold`) is taken to read only.
+
+The plot: lab.store.series_figures.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from html import escape
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lab.errors import LabError
 from lab.store.db import Store
-from lab.store.paired import (
-    AgainstBaseline, RunComparison, compare_against_loaded, compare_loaded, delta_text, load_run, metric_spec,
-)
-from lab.store.series import named_rows, series_frame, series_plot
+from lab.scoring.paired import Difference
+from lab.store.paired import AgainstBaseline, delta_text, metric_spec, mde_text, verdict_cell, verdict_words
+from lab.store.series import series_frame
+from lab.store.stats_cache import Admit, shared, stats_table
+from lab.store.stats_judge import Chances, against, chances
+from lab.store.stats_table import Hold, StatsTable
 
 BUCKETS = ("early", "mid", "late")
 ALL_STEPS = "all steps"
@@ -42,14 +46,25 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Lead:
+    """The best checkpoint (by score) against the runner-up: their difference with its pairwise interval."""
+
+    best: str
+    runner: str
+    difference: Difference | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class SeriesStats:
     series: str
     x_kind: str
     points: pd.DataFrame                        # run_id, name, x, score, ref_nll, steps (by x)
     parts: list[Part]
-    lead: RunComparison | None = None           # the best checkpoint against the runner-up (score)
+    lead: Lead | None = None                    # the best checkpoint against the runner-up (score)
     lead_note: str = ""
     notes: list[str] = field(default_factory=list)
+    chances: Chances | None = None              # P(best) and expected regret per checkpoint (all steps, score)
 
 
 def series_points(store: Store, series: str) -> pd.DataFrame:
@@ -63,54 +78,60 @@ def series_points(store: Store, series: str) -> pd.DataFrame:
     return part
 
 
-def _figure(run, metric: str, keys: pd.Index | None) -> float | None:
+def _figures(table: StatsTable, ids: list[str], metric: str, keys: list[str] | None) -> list[float | None]:
+    """Each run's figure over its own steps in the part (None: no step with the metric)."""
     spec = metric_spec(metric)
-    steps = run.steps if keys is None else run.steps[run.steps.index.isin(keys)]
-    cols = [spec.column] + ([spec.weight] if spec.weight else [])
-    have = steps[cols].dropna()
-    if spec.weight:
-        have = have[have[spec.weight] > 0]
-    if have.empty:
-        return None
-    weight = have[spec.weight].sum() if spec.weight else len(have)
-    return float(spec.scale * have[spec.column].sum() / weight)
+    rows = [table.index(r) for r in ids]
+    have = table.has(spec)[rows] & table.part(keys)
+    value = np.where(have, table.values[spec.column][rows], 0.0).sum(axis=1)
+    weight = np.where(have, table.weights(spec)[rows], 0.0).sum(axis=1)
+    return [float(spec.scale * v / w) if h.any() else None for v, w, h in zip(value, weight, have)]
 
 
-def _part(name: str, runs: list, keys: list[str] | None, resamples: int | None, seed: int | None) -> Part:
-    index = None if keys is None else pd.Index(keys)
-    figures = {m: [_figure(r, m, index) for r in runs] for m in METRICS}
-    deltas = {m: compare_against_loaded(runs[0], runs[1:], m, keys, resamples=resamples, seed=seed) for m in METRICS}
+def _part(table: StatsTable, name: str, ids: list[str], keys: list[str] | None, resamples: int | None,
+          seed: int | None) -> Part:
+    figures = {m: _figures(table, ids, m, keys) for m in METRICS}
+    deltas = {m: against(table, ids[0], ids[1:], m, keys, resamples=resamples, seed=seed) for m in METRICS}
     return Part(name, keys, figures, deltas)
 
 
 def series_stats(store: Store, series: str, slice_keys: Iterable[str] | None = None, slice_name: str = "",
-                 *, resamples: int | None = None, seed: int | None = None) -> SeriesStats:
-    """The series' points, parts (all steps, buckets, the slice when given) and the lead of its best."""
-    points = series_points(store, series)
-    runs = [load_run(store, r) for r in points["run_id"]]
-    first = runs[0]
-    parts = [_part(ALL_STEPS, runs, None, resamples, seed)]
+                 *, hold: Hold = nullcontext, admit: Admit = nullcontext, resamples: int | None = None,
+                 seed: int | None = None) -> SeriesStats:
+    """The series' points, parts (all steps, buckets, the slice when given), P(best) and the lead of its best."""
+    with hold():
+        points = series_points(store, series)
+    table = stats_table(store, hold, admit)
+    keys = None if slice_keys is None else tuple(sorted(set(slice_keys)))
+    key = ("series", series, tuple(points["run_id"]), keys, slice_name, resamples, seed)
+    return shared(store, key, lambda: _series_stats(table, series, points, keys, slice_name, resamples, seed), admit)
+
+
+def _series_stats(table: StatsTable, series: str, points: pd.DataFrame, slice_keys: tuple | None, slice_name: str,
+                  resamples: int | None, seed: int | None) -> SeriesStats:
+    ids = list(points["run_id"])
+    first = table.index(ids[0])
+    parts = [_part(table, ALL_STEPS, ids, None, resamples, seed)]
     for bucket in BUCKETS:
-        keys = list(first.steps.index[first.steps["bucket"] == bucket])
+        keys = [table.step_keys[j] for j in np.flatnonzero(table.present[first] & (table.bucket == bucket))]
         if keys:
-            parts.append(_part(bucket, runs, keys, resamples, seed))
+            parts.append(_part(table, bucket, ids, keys, resamples, seed))
     notes = []
     if slice_keys is not None:
-        keys = sorted(set(slice_keys))
-        if keys:
-            parts.append(_part(f"slice: {slice_name or 'slice'}", runs, keys, resamples, seed))
+        if slice_keys:
+            parts.append(_part(table, f"slice: {slice_name or 'slice'}", ids, list(slice_keys), resamples, seed))
         else:
             notes.append(f"slice {slice_name!r} has no step of these runs")
     lead, lead_note = None, ""
     scored = points.dropna(subset=["score"]).sort_values("score", ascending=False, kind="stable")
     if len(scored) >= 2:
-        best, runner = scored.iloc[0], scored.iloc[1]
-        by_id = {r.run_id: r for r in runs}
-        lead = compare_loaded(by_id[runner["run_id"]], by_id[best["run_id"]], ["score"], resamples=resamples, seed=seed)
-        lead_note = "pairwise, picked after seeing the scores"
+        best, runner = str(scored.iloc[0]["run_id"]), str(scored.iloc[1]["run_id"])
+        found = against(table, runner, [best], "score", simultaneous=False, resamples=resamples, seed=seed)[0]
+        lead, lead_note = Lead(best, runner, found.difference, found.note), "pairwise, picked after seeing the scores"
     if points["ref_nll"].isna().all():
         notes.append(NO_NLL)
-    return SeriesStats(series, str(points["x_kind"].iloc[0]), points, parts, lead, lead_note, notes)
+    best_chances = chances(table, ids, ids[0], "score", resamples=resamples, seed=seed)
+    return SeriesStats(series, str(points["x_kind"].iloc[0]), points, parts, lead, lead_note, notes, best_chances)
 
 
 def point_label(stats: SeriesStats, i: int) -> str:
@@ -118,18 +139,31 @@ def point_label(stats: SeriesStats, i: int) -> str:
     return f"{kind} {stats.points['x'].iloc[i]}"
 
 
+def best_text(stats: SeriesStats, run_id: str) -> str:
+    """"step 300: P(best) 0.93, expected regret 0.1 points" ("" when the run was not judged)."""
+    found = stats.chances
+    if found is None or run_id not in found.run_ids:
+        return ""
+    i = found.run_ids.index(run_id)
+    if found.p_best[i] is None:
+        return ""
+    label = point_label(stats, list(stats.points["run_id"]).index(run_id))
+    return f"{label}: P(best) {found.p_best[i]:.2f}, expected regret {found.expected_regret[i]:.1f} points"
+
+
 def lead_text(stats: SeriesStats) -> str:
-    """"step 200 over step 100: +0.8 [−1.1, +2.6], not distinguishable at 95 %" (score)."""
+    """"step 200 over step 100: +0.8 [−1.1, +2.6], not distinguishable at 95 %: …; step 200: P(best) 0.61,
+    expected regret 0.4 points" (score)."""
     if stats.lead is None:
         return "fewer than two scored checkpoints: no lead to show"
-    diff = stats.lead.get("score")
+    diff = stats.lead.difference
     ids = list(stats.points["run_id"])
-    best = point_label(stats, ids.index(stats.lead.candidate.run_id))
-    runner = point_label(stats, ids.index(stats.lead.baseline.run_id))
+    best = point_label(stats, ids.index(stats.lead.best))
+    runner = point_label(stats, ids.index(stats.lead.runner))
+    chance = best_text(stats, stats.lead.best)
     if diff is None:
-        return f"{best} over {runner}: {stats.lead.notes.get('score', 'not comparable')}"
-    verdict = diff.verdict if diff.ci is not None else "no interval"
-    return f"{best} over {runner}: {delta_text(diff, 2)}, {verdict}"
+        return f"{best} over {runner}: {stats.lead.note or 'not comparable'}"
+    return f"{best} over {runner}: {delta_text(diff, 2)}, {verdict_words(diff)}" + (f"; {chance}" if chance else "")
 
 
 def _cell(value: float | None, digits: int) -> str:
@@ -137,8 +171,9 @@ def _cell(value: float | None, digits: int) -> str:
 
 
 def series_table(stats: SeriesStats) -> pd.DataFrame:
-    """One row per checkpoint and part: its score and reference NLL, and each one's difference from the
-    series' first point with its interval (simultaneous over the series' checkpoints)."""
+    """One row per checkpoint and part: its score and reference NLL, each one's difference from the series'
+    first point with its interval (simultaneous over the series' checkpoints) and the smallest difference that
+    comparison detects; on the all-steps rows each checkpoint's P(best) and expected regret (points)."""
     rows = []
     for part in stats.parts:
         for i, (run_id, name) in enumerate(zip(stats.points["run_id"], stats.points["name"])):
@@ -152,77 +187,33 @@ def series_table(stats: SeriesStats) -> pd.DataFrame:
                 else:
                     found = part.deltas[metric][i - 1]
                     row[f"Δ {label} vs first"] = delta_text(found.difference, spec.digits, found.note)
-            row["verdict (score)"] = "first point" if i == 0 else (
-                part.deltas["score"][i - 1].difference.verdict
-                if part.deltas["score"][i - 1].difference is not None else "not comparable")
+            diff = part.deltas["score"][i - 1].difference if i else None
+            row["verdict (score)"] = "first point" if i == 0 else verdict_cell(diff)
+            row["detectable Δ score (80 %)"] = "" if i == 0 else mde_text(diff)
+            row["p_best"], row["expected_regret"] = _chance_cells(stats, run_id, part.name == ALL_STEPS)
             row["run_id"] = run_id
             rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _chance_cells(stats: SeriesStats, run_id: str, shown: bool) -> tuple[str, str]:
+    found = stats.chances
+    if not shown or found is None or run_id not in found.run_ids:
+        return "", ""
+    i = found.run_ids.index(run_id)
+    if found.p_best[i] is None:
+        return "", ""
+    return f"{found.p_best[i]:.3f}", f"{found.expected_regret[i]:.2f}"
+
+
 def adjustment_note(stats: SeriesStats) -> str:
     """What the intervals are, in one line."""
     k = len(stats.points) - 1
+    chance = stats.chances.note if stats.chances is not None and stats.chances.note else ""
     return (f"Δ = checkpoint − the series' first point ({point_label(stats, 0)}) over their common steps; 95 % "
             f"intervals simultaneous over the {k} later checkpoint{'s' if k != 1 else ''} (max-T), per part and "
-            "metric; lower reference NLL = the reference is likelier. Best vs runner-up: " + lead_text(stats)
-            + (f" ({stats.lead_note})" if stats.lead_note else ""))
-
-
-def series_stats_figure(stats: SeriesStats) -> go.Figure:
-    """Score (left axis) and reference NLL per token (right axis, dashed) by checkpoint; under it each
-    checkpoint's Δ score from the first point with its simultaneous 95 % interval."""
-    pts = stats.points
-    x = list(pts["x"])
-    names = [escape(str(n)) for n in pts["name"]]  # names come from result files: plotly reads text as markup
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.58, 0.42],
-                        specs=[[{"secondary_y": True}], [{}]],
-                        subplot_titles=("score and reference NLL per token",
-                                        "Δ score vs the first checkpoint (95 %, simultaneous)"))
-    score = [None if v is None or v != v else float(v) for v in pts["score"]]
-    fig.add_trace(go.Scatter(x=x, y=score, mode="lines+markers", name="score", text=names,
-                             customdata=list(pts["run_id"]), connectgaps=False, meta="score",
-                             hovertemplate="<b>%{text}</b><br>%{x}: score %{y:.2f}<extra></extra>"),
-                  row=1, col=1, secondary_y=False)
-    nll = [None if v is None or v != v else float(v) for v in pts["ref_nll"]]
-    if any(v is not None for v in nll):
-        fig.add_trace(go.Scatter(x=x, y=nll, mode="lines+markers", name="reference NLL/token", line=dict(dash="dash"),
-                                 text=names, customdata=list(pts["run_id"]), meta="ref_nll",
-                                 hovertemplate="<b>%{text}</b><br>%{x}: reference NLL/token %{y:.4f}<extra></extra>"),
-                      row=1, col=1, secondary_y=True)
-        fig.update_yaxes(title_text="reference NLL per token (lower: closer)", secondary_y=True, row=1, col=1,
-                         showline=True, showgrid=False, color="#b45309")
-    else:
-        fig.add_annotation(text=NO_NLL, xref="paper", yref="paper", x=0.5, y=1.0, showarrow=False,
-                           font=dict(size=11, color="#92400e"), bgcolor="#fffbeb")
-    whole = stats.parts[0].deltas["score"]
-    dx, dy, up, down, hover = [x[0]], [0.0], [0.0], [0.0], [f"{names[0]}: first point"]
-    for i, found in enumerate(whole, start=1):
-        diff = found.difference
-        if diff is None:
-            continue
-        dx.append(x[i])
-        dy.append(diff.delta)
-        up.append((diff.high - diff.delta) if diff.ci else 0.0)
-        down.append((diff.delta - diff.low) if diff.ci else 0.0)
-        hover.append(f"{names[i]}: {delta_text(diff, 2)} {diff.verdict if diff.ci else ''}")
-    fig.add_trace(go.Scatter(x=dx, y=dy, mode="markers", name="Δ score vs first", text=hover, meta="delta",
-                             error_y=dict(type="data", symmetric=False, array=up, arrayminus=down, visible=True),
-                             hovertemplate="%{text}<extra></extra>"), row=2, col=1)
-    fig.add_hline(y=0, line=dict(color="#888", dash="dot"), row=2, col=1)
-    fig.update_yaxes(title_text="score", row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="Δ score", row=2, col=1)
-    fig.update_xaxes(title_text=stats.x_kind, row=2, col=1)
-    fig.update_layout(title=dict(text=escape(f"{stats.series}: {lead_text(stats)}"), x=0.01, font=dict(size=14)),
-                      height=620, template="plotly_white", legend=dict(orientation="h", y=-0.14),
-                      margin=dict(r=90))
-    return fig
-
-
-def series_plot_with_intervals(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
-    """The Results tab's series plot: every series as a line, or, when the name filter leaves one series,
-    that series against its first point with its intervals."""
-    frame = named_rows(series_frame(store), name_filter)
-    if not frame.empty and frame["series"].nunique() == 1:
-        return series_stats_figure(series_stats(store, str(frame["series"].iloc[0])))
-    return series_plot(store, first56_only, name_filter)
+            "metric; detectable Δ: the smallest true difference each comparison finds 80 % of the time at that "
+            "level; P(best): the share of task resamples in which the checkpoint scores highest on the first "
+            "point's steps, expected regret: the points picking it gives up on average"
+            + (f" ({chance})" if chance else "") + "; lower reference NLL = the reference is likelier. "
+            "Best vs runner-up: " + lead_text(stats) + (f" ({stats.lead_note})" if stats.lead_note else ""))
