@@ -11,7 +11,7 @@ from lab.data import cached_replay_path
 from lab.errors import LabError
 from lab.security.visitor_writes import opened_kinds, refusal
 from lab.settings import env, Settings
-from lab.visitors import SessionEngines
+from lab.visitors import SessionEngines, StatsLimits
 from lab.workspace import LabContext
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ def apply_public_policy(ctx: LabContext) -> None:
     if not ctx.settings.public:
         return
     ctx.sessions = SessionEngines()
+    ctx.stats_limits = StatsLimits()
     if ctx.store is not None:
         ctx.store.refuse_writes = refusal(None)
         ctx.store.visitor_kinds = opened_kinds(ctx.settings)

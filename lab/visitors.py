@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +29,9 @@ LIMITS_FILE = Path(__file__).with_name("public_limits.yaml")
 LIMIT_ENV = {"session_engines": "LAB_SESSION_MAX_ENGINES", "visitor_engines": "LAB_VISITOR_MAX_ENGINES",
              "client_engines": "LAB_CLIENT_MAX_ENGINES", "client_vllm_share": "LAB_CLIENT_VLLM_SHARE",
              "idle_unload_s": "LAB_VISITOR_IDLE_S",
-             "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S"}
+             "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S",
+             "stats_at_once": "LAB_STATS_AT_ONCE", "client_stats": "LAB_CLIENT_STATS",
+             "client_stats_per_min": "LAB_CLIENT_STATS_PER_MIN", "stats_wait_s": "LAB_STATS_WAIT_S"}
 
 
 @lru_cache(maxsize=1)
@@ -197,3 +199,62 @@ class SessionEvents:
             event = self._events.pop(session, None)
         if event is not None:
             event.set()
+
+
+class StatsLimits:
+    """How much statistics visitors may start (public_limits.yaml). A computation nobody has made yet waits for
+    one of `at_once` turns (at most `wait_s`); one client may have `per_client` computing or waiting and start
+    `per_minute` in a minute. What is already computed costs nothing and is never limited (the caller enters
+    `admit` only to compute); the owner (no client) is never limited. Re-entered in one thread, it admits once."""
+
+    def __init__(self, at_once: int | None = None, per_client: int | None = None, per_minute: int | None = None,
+                 wait_s: float | None = None) -> None:
+        self.at_once = max(1, int(public_limit("stats_at_once") if at_once is None else at_once))
+        self.per_client = int(public_limit("client_stats") if per_client is None else per_client)
+        self.per_minute = int(public_limit("client_stats_per_min") if per_minute is None else per_minute)
+        self.wait_s = public_limit("stats_wait_s") if wait_s is None else wait_s
+        self._turns = threading.Semaphore(self.at_once)
+        self._lock = threading.Lock()
+        self._busy: dict[str, int] = defaultdict(int)
+        self._started: dict[str, deque] = defaultdict(deque)
+        self._inside = threading.local()
+
+    def _enter(self, client: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._busy[client] >= self.per_client:
+                raise LabError(f"statistics: one visitor may have at most {self.per_client} computations running or "
+                               "waiting; wait for them to finish")
+            started = self._started[client]
+            while started and now - started[0] > 60:
+                started.popleft()
+            if len(started) >= self.per_minute:
+                raise LabError(f"statistics: at most {self.per_minute} new computations a minute per visitor; try "
+                               f"again in {60 - (now - started[0]):.0f} s")
+            started.append(now)
+            self._busy[client] += 1
+
+    def _leave(self, client: str) -> None:
+        with self._lock:
+            self._busy[client] -= 1
+            if not self._busy[client]:
+                del self._busy[client]
+
+    @contextmanager
+    def admit(self, client: str | None) -> Iterator[None]:
+        """Enter around one computation for `client` (LabError when its share is used up or no turn comes)."""
+        if client is None or getattr(self._inside, "on", False):
+            yield
+            return
+        self._enter(client)
+        try:
+            if not self._turns.acquire(timeout=self.wait_s):
+                raise LabError("statistics: the server is busy computing for other visitors; try again in a minute")
+            self._inside.on = True
+            try:
+                yield
+            finally:
+                self._inside.on = False
+                self._turns.release()
+        finally:
+            self._leave(client)

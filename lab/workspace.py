@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Hashable, Iterator
 
 import cachetools
 
@@ -107,6 +108,7 @@ class LabContext:
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
     _run_ids: dict = field(default_factory=dict)
     sessions: Any = None  # lab.visitors.SessionEngines in public mode: visitors' engines per session
+    stats_limits: Any = None  # lab.visitors.StatsLimits in public mode: how much statistics a visitor may start
     equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
     inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
     # who is asking (a visitor's session, its client): none outside a request; the UI passes Gradio's readers
@@ -162,6 +164,20 @@ class LabContext:
             self.kick_equiv()
 
     # --- store -------------------------------------------------------------------------
+    @contextmanager
+    def store_session(self) -> Iterator[Any]:
+        """Hold the store for a block of reads or writes (the tabs share one DuckDB connection); yields it.
+        Keep computing out of the block: other visitors wait while it is held."""
+        with self._store_lock:
+            yield self.store
+
+    def stats_admission(self) -> ContextManager:
+        """Entered around a statistics computation nobody has made yet: the visitor's limits in public mode
+        (lab.visitors.StatsLimits), nothing for the owner's local lab."""
+        if self.stats_limits is None:
+            return nullcontext()
+        return self.stats_limits.admit(self.current_client())
+
     def open_store(self) -> None:
         """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`.
 

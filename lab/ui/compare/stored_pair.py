@@ -22,25 +22,43 @@ def stored_run_ids(ctx: LabContext, entries: list[EngineEntry]) -> list[str]:
 
 
 def stored_pair_html(ctx: LabContext, entries: list[EngineEntry]) -> str:
-    """The run-level block for the stored columns ("" with fewer than two)."""
-    from lab.store.paired import cached, compare_against, compare_runs, delta_text
+    """The run-level block for the stored columns ("" with fewer than two); computed outside the store's lock
+    and kept for every visitor until the store changes (lab.store.stats_views)."""
+    from lab.store.stats_views import against_first, pair_comparison
 
     ids = stored_run_ids(ctx, entries)
     if len(ids) < 2 or ctx.store is None:
         return ""
     try:
-        with ctx._store_lock:
-            if len(ids) == 2:
-                pair = cached(ctx.store, ("pair", *ids), lambda: compare_runs(ctx.store, ids[0], ids[1]))
-                return comparison_html(pair, elem_id="lab-run-delta")
-            found = cached(ctx.store, ("against", *ids), lambda: compare_against(ctx.store, ids[0], ids[1:]))
-            base = ctx.store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [ids[0]])  # the lock is held
+        if len(ids) == 2:
+            pair = pair_comparison(ctx.store, ids[0], ids[1], hold=ctx.store_session, admit=ctx.stats_admission)
+            return comparison_html(pair, elem_id="lab-run-delta")
+        found, best = against_first(ctx.store, ids, hold=ctx.store_session, admit=ctx.stats_admission)
+        with ctx.store_session() as store:
+            base = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [ids[0]])
     except LabError as exc:
         return f'<div class="lab-pair lab-muted" id="lab-run-delta">run-level difference: {esc(exc)}</div>'
+    return against_html(base, found, best)
+
+
+def against_html(base: str, found: list, best) -> str:
+    """Several stored columns against the first: each one's Δ score [interval], verdict in words, and every
+    column's P(best) and expected regret."""
+    from lab.store.paired import delta_text, verdict_words
+
+    chance = dict(zip(best.run_ids, zip(best.p_best, best.expected_regret)))
+
+    def best_of(run_id: str) -> str:
+        p, regret = chance.get(run_id, (None, None))
+        return "" if p is None else f" · P(best) {p:.2f}, expected regret {regret:.1f} points"
+
     rows = "".join(
         f'<li data-run="{esc(f.run_id)}"><b>{esc(f.name)}</b>: Δ score {esc(delta_text(f.difference, 2, f.note))}'
-        f'{" · " + esc(f.difference.verdict) if f.difference is not None and f.difference.ci else ""}</li>'
-        for f in found)
+        f'{" · " + esc(verdict_words(f.difference)) if f.difference is not None and f.difference.ci else ""}'
+        f'{esc(best_of(f.run_id))}</li>' for f in found)
     label = next((f.difference.adjustment for f in found if f.difference is not None and f.difference.ci), "")
+    first = best_of(best.run_ids[0])
+    note = f'<div class="lab-muted">{esc(best.note)}</div>' if best.note else ""
     return (f'<div class="lab-pair" id="lab-run-delta"><div class="lab-pair-title">whole runs against the first '
-            f'stored column, <b>{esc(base)}</b> (95 %{", " + esc(label) if label else ""}):</div><ul>{rows}</ul></div>')
+            f'stored column, <b>{esc(base)}</b> (95 %{", " + esc(label) if label else ""}){esc(first)}:</div>'
+            f'<ul>{rows}</ul>{note}</div>')

@@ -17,7 +17,7 @@ from lab.ui.shell.wiring import bind
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
-           "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
+           "detectable Δ (80 %)", "P(best)", "regret (points)", "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
            "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
            "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
 NOT_RECORDED = "not recorded"  # the reference NLL of a run whose model has no score-reference run (never 0)
@@ -44,9 +44,10 @@ def leaderboard_view(ctx: LabContext, first56: bool, text: str = "", sort: str =
 
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
-    with ctx._store_lock:
-        df = queries.leaderboard(ctx.store, first56_only=first56, include_runs=not first56, order=sort or "score")
-        df, note = with_comparisons(ctx.store, df, check_baseline(ctx.store, baseline))
+    with ctx.store_session() as store:
+        df = queries.leaderboard(store, first56_only=first56, include_runs=not first56, order=sort or "score")
+        baseline = check_baseline(store, baseline)
+    df, note = with_comparisons(ctx.store, df, baseline, hold=ctx.store_session, admit=ctx.stats_admission)
     if text:
         df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
     df = df.head(MAX_ROWS).reset_index(drop=True)
@@ -70,8 +71,8 @@ def baseline_options(ctx: LabContext) -> list[tuple[str, str]]:
 
     if ctx.store is None:
         return []
-    with ctx._store_lock:
-        return baseline_choices(ctx.store)
+    with ctx.store_session() as store:
+        return baseline_choices(store)
 
 
 def count_html(df: pd.DataFrame, first56: bool) -> str:
@@ -110,8 +111,8 @@ def draw_plot(ctx: LabContext, name: str, first56: bool, name_filter: str = ""):
         raise LabError(f"unknown plot '{name}'; choose one of: {', '.join(plots)}")
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
-    with ctx._store_lock:
-        return plots[name](ctx.store, first56, name_filter=name_filter or "")
+    return plots[name](ctx.store, first56, name_filter=name_filter or "", hold=ctx.store_session,
+                       admit=ctx.stats_admission)
 
 
 def selected_run_id(df: pd.DataFrame, index: Any, row_value: Sequence[Any] | None) -> str | None:

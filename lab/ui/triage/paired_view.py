@@ -10,8 +10,8 @@ from lab.ui.shell.paired_html import comparison_html
 
 def paired_view(ctx: LabContext, baseline: str, candidate: str) -> tuple[str, pd.DataFrame]:
     """(header HTML, per-task shares of the score difference) for two stored runs (LabError passes up)."""
-    from lab.store.paired import compare_runs, task_breakdown
+    from lab.store.paired import task_breakdown
+    from lab.store.stats_views import pair_comparison
 
-    with ctx._store_lock:
-        comparison = compare_runs(ctx.store, baseline, candidate)
+    comparison = pair_comparison(ctx.store, baseline, candidate, hold=ctx.store_session, admit=ctx.stats_admission)
     return comparison_html(comparison, elem_id="triage-pair"), task_breakdown(comparison, "score")

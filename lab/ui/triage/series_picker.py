@@ -84,12 +84,13 @@ def build_series_picker(ctx: LabContext) -> SeriesPanel:
 
 def series_view(ctx: LabContext, name: str, slice_name: str | None):
     """(run ids in order, figure, note HTML, table) of series `name` (LabError for a bad series or slice)."""
-    from lab.store.series_stats import adjustment_note, series_stats, series_stats_figure, series_table
+    from lab.store.series_figures import series_stats_figure
+    from lab.store.series_stats import adjustment_note, series_stats, series_table
     from lab.triage.series_slices import slice_step_keys
 
-    with ctx._store_lock:
-        keys = slice_step_keys(ctx.store, slice_name) if slice_name and slice_name != NO_SLICE else None
-        stats = series_stats(ctx.store, name, keys, slice_name or "")
+    with ctx.store_session() as store:
+        keys = slice_step_keys(store, slice_name) if slice_name and slice_name != NO_SLICE else None
+    stats = series_stats(ctx.store, name, keys, slice_name or "", hold=ctx.store_session, admit=ctx.stats_admission)
     notes = "".join(f'<div class="lab-muted">{esc(n)}</div>' for n in [adjustment_note(stats), *stats.notes])
     return list(stats.points["run_id"]), series_stats_figure(stats), notes, series_table(stats)
 
