@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class StatsTable:
     present: np.ndarray                 # (runs, steps) the run has the step
     order: np.ndarray                   # (runs, steps) the step's place in the run's file (-1: not there)
     values: dict[str, np.ndarray]       # column -> (runs, steps)
-    sampled: dict[str, RunSteps] = field(default_factory=dict)  # runs with several answers per step
+    loaded: dict[str, RunSteps] = field(default_factory=dict)  # runs kept as loaded (every run with answers)
     means: dict[str, np.ndarray] = field(default_factory=dict)  # sampled column -> (runs, steps) step means
     answered: dict[str, set] = field(default_factory=dict)  # sampled column -> runs with several answers per step
     row: dict[str, int] = field(default_factory=dict)
@@ -99,8 +99,8 @@ class StatsTable:
 
     def run_steps(self, run_id: str) -> RunSteps:
         """The run as lab.store.paired.load_run gives it (for the two-level path)."""
-        if run_id in self.sampled:
-            return self.sampled[run_id]
+        if run_id in self.loaded:
+            return self.loaded[run_id]
         import pandas as pd
 
         i = self.row[run_id]
@@ -157,7 +157,7 @@ def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
         step_keys=[str(s[0]) for s in got.steps], task_ids=task_ids,
         step_task=np.array([task_of[str(s[1])] for s in got.steps], dtype=np.int64),
         bucket=np.array([s[2] for s in got.steps], dtype=object), present=present, order=place, values=values,
-        sampled=got.sampled,
+        loaded=got.sampled,
     )
     table.row.update({r: i for i, r in enumerate(table.run_ids)})
     table.step_row.update({k: j for j, k in enumerate(table.step_keys)})
@@ -165,13 +165,53 @@ def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
     return table
 
 
+def table_of(runs: Sequence[RunSteps]) -> StatsTable:
+    """A StatsTable of runs already loaded (lab.store.paired.load_run; they may come from several stores, as
+    `compare`'s result files and stored runs do). LabError when a run is given twice."""
+    ids = [r.run_id for r in runs]
+    twice = sorted({r for r in ids if ids.count(r) > 1})
+    if twice:
+        raise LabError(f"run {twice[0]} is given twice; give each run once")
+    keys: dict[str, int] = {}
+    tasks: dict[str, str] = {}
+    buckets: dict[str, object] = {}
+    for run in runs:
+        for key, task, bucket in zip(run.steps["step_key"], run.steps["task_id"], run.steps["bucket"]):
+            if key not in keys:
+                keys[key], tasks[key], buckets[key] = len(keys), str(task), bucket
+    task_ids = sorted(set(tasks.values()))
+    task_of = {t: i for i, t in enumerate(task_ids)}
+    shape = (len(runs), len(keys))
+    present, place = np.zeros(shape, dtype=bool), np.full(shape, -1, dtype=np.int64)
+    values = {c: np.full(shape, np.nan) for c in COLUMNS}
+    for i, run in enumerate(runs):
+        at = np.array([keys[k] for k in run.steps["step_key"]], dtype=np.int64)
+        present[i, at] = True
+        place[i, at] = np.arange(len(at))
+        for c in COLUMNS:
+            values[c][i, at] = run.steps[c].to_numpy(dtype=float)
+    table = StatsTable(
+        generation=(), run_ids=ids, names=[r.name for r in runs], scoring=[r.scoring_version for r in runs],
+        equiv=[r.equiv_state for r in runs], step_keys=list(keys), task_ids=task_ids,
+        step_task=np.array([task_of[tasks[k]] for k in keys], dtype=np.int64),
+        bucket=np.array([buckets[k] for k in keys], dtype=object), present=present, order=place, values=values,
+        loaded={r.run_id: r for r in runs},
+    )
+    table.row.update({r: i for i, r in enumerate(ids)})
+    table.step_row.update(keys)
+    _sample_means(table)
+    return table
+
+
 def _sample_means(table: StatsTable) -> None:
     """The step means of the sampled columns of runs with several answers (the others' own values)."""
     for spec in load_metrics().values():
-        if not spec.sampled or not table.sampled:
+        if not spec.sampled or not table.loaded:
             continue
         means = table.values[spec.column].copy()
-        for run_id, run in table.sampled.items():
+        for run_id, run in table.loaded.items():
+            if run.samples.empty:
+                continue
             keys = run.steps.index
             grid = step_values(run, spec, keys)
             if grid.shape[1] <= 1:
