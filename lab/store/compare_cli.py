@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
     parser.add_argument("candidate", metavar="CANDIDATE", help="the run compared with the baseline (same kinds)")
+    parser.add_argument("more", nargs="*", metavar="RUN",
+                        help="more runs judged together with the candidate: each against the baseline (simultaneous "
+                             "intervals) and every run's chance of being the best with its expected regret")
     parser.add_argument("--metric", default="score", choices=list(load_metrics()),
                         help="the metric the gate checks (default: score); every metric is printed")
     parser.add_argument("--max-drop", type=float, default=0.0, metavar="POINTS",
@@ -91,6 +94,21 @@ def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict,
     return load_run(store, run_id)
 
 
+def load_runs(refs: list[str], settings: Settings, stack: ExitStack, published_path: PublishedPath | None) -> list:
+    """Each ref's run (lab.store.paired.RunSteps): result files imported into a store of their own, the rest
+    looked up in the lab's store or among the fetched published runs."""
+    opened: dict = {}
+    runs = []
+    for ref in refs:
+        if Path(ref).exists() and not Path(ref).is_file():  # a folder, a FIFO, a device: never read
+            raise LabError(f"{ref}: not a regular file; give a result JSON file, or a run of the store")
+        if Path(ref).is_file():
+            runs.append(_load_file(ref, stack, opened))
+        else:
+            runs.append(_load_stored(ref, settings, stack, opened, published_path))
+    return runs
+
+
 def _gate_check(max_drop: float) -> None:
     if not math.isfinite(max_drop) or max_drop < 0:
         raise LabError(f"--max-drop {max_drop}: give a number of points ≥ 0")
@@ -105,15 +123,11 @@ def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -
     resamples = resample_setting(args.resamples)
     settings = _settings(args)
     with ExitStack() as stack:
-        opened: dict = {}
-        runs = []
-        for ref in (args.baseline, args.candidate):
-            if Path(ref).exists() and not Path(ref).is_file():  # a folder, a FIFO, a device: never read
-                raise LabError(f"{ref}: not a regular file; give a result JSON file, or a run of the store")
-            if Path(ref).is_file():
-                runs.append(_load_file(ref, stack, opened))
-            else:
-                runs.append(_load_stored(ref, settings, stack, opened, published_path))
+        runs = load_runs([args.baseline, args.candidate, *args.more], settings, stack, published_path)
+        if args.more:
+            from lab.store.compare_many_cli import judge_runs
+
+            return judge_runs(runs, args, resamples)
         comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
     gate, undecided = _gate(comparison, args, load_metrics()[args.metric])
     if args.json:
@@ -150,12 +164,12 @@ def _no_nan(value):  # pragma: no cover - json calls it only for objects it cann
 
 
 def _table(comparison) -> str:
-    from lab.store.paired import delta_text, load_metrics
+    from lab.store.paired import delta_text, load_metrics, mde_text, verdict_words
 
     a, b = comparison.baseline, comparison.candidate
     lines = [f"baseline:  {a.label()}", f"candidate: {b.label()}", ""]
     head = f"{'metric':<52} {'baseline':>9} {'candidate':>9}  {'Δ [95 % interval]':<28} {'verdict':<27} " \
-           f"{'steps':>5} {'improved':>8} {'regressed':>9} {'unchanged':>9}"
+           f"{'detects':>8} {'steps':>5} {'improved':>8} {'regressed':>9} {'unchanged':>9}"
     lines += [head, "-" * len(head)]
     first = None
     for name, diff in comparison.differences.items():
@@ -169,11 +183,16 @@ def _table(comparison) -> str:
                          f"{delta_text(diff, spec.digits)}")
             continue
         lines.append(f"{spec.label:<52} {diff.baseline:>9.{spec.digits}f} {diff.candidate:>9.{spec.digits}f}  "
-                     f"{delta_text(diff, spec.digits):<28} {diff.verdict:<27} {diff.steps:>5} {diff.improved:>8} "
+                     f"{delta_text(diff, spec.digits):<28} {diff.verdict:<27} {mde_text(diff, name):>8} {diff.steps:>5} "
+                     f"{diff.improved:>8} "
                      f"{diff.regressed:>9} {diff.unchanged:>9}")
     if first is not None:
         lines += ["", f"Δ = candidate − baseline over {first.steps} common steps of {first.tasks} tasks; 95 % intervals "
                       f"from a paired bootstrap over tasks ({first.resamples} resamples, seed {first.seed}"
-                      f"{', sampled answers resampled within steps' if first.two_level else ''})."]
+                      f"{', sampled answers resampled within steps' if first.two_level else ''}); detects: the "
+                      "smallest true difference each interval finds 80 % of the time."]
+        score = comparison.get("score")
+        if score is not None and score.ci is not None:
+            lines.append(f"score: {verdict_words(score)}")
     return "\n".join(lines)
 
