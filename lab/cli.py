@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
     "compare": ("lab.store.compare_cli", "is the candidate really better than the baseline? each metric's difference "
                                          "with its 95 % interval; exit 1 when it is worse (a CI gate)"),
+    "plan": ("lab.store.plan_cli", "how big a difference two runs' comparison can see, where its variance comes from, "
+                                   "and what more answers per step or more tasks would detect"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)
@@ -61,6 +63,7 @@ PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "replay": {"import_run": _import_run, "stored_names": _stored_names},
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
     "compare": {"published_path": _published_path},
+    "plan": {"published_path": _published_path},
 }
 
 
