@@ -96,6 +96,9 @@ def refresh_step_flags(
         cur.execute("DELETE FROM step_flags WHERE list_contains(?, run_id)", [targets])
         cur.execute("DELETE FROM step_flags WHERE run_id NOT IN (SELECT run_id FROM runs)")
         if len(frame):
+            # DuckDB reads a column's type from a sample of rows: a `flags` list empty in every sampled row would
+            # be typed NULL[] and refuse the first non-empty one further down
+            cur.execute(f"SET pandas_analyze_sample = {max(len(frame), 1000):d}")
             cur.register("_new_step_flags", frame)
             cols = ", ".join(STEP_FLAG_COLUMNS)
             cur.execute(f"INSERT INTO step_flags ({cols}) SELECT {cols} FROM _new_step_flags")
