@@ -34,13 +34,20 @@ def best_chances(boot: np.ndarray, higher_is_better: bool = True) -> BestChances
     if boot.ndim != 2 or boot.shape[1] == 0:
         raise ValueError(f"bootstrap figures: a (resamples, runs) matrix expected, got shape {boot.shape}")
     signed = boot if higher_is_better else -boot
-    signed = signed[~np.isnan(signed).any(axis=1)]
+    missing = np.isnan(signed).any(axis=1)
+    if missing.any():
+        signed = signed[~missing]
     k = boot.shape[1]
     if len(signed) == 0:
         nan = np.full(k, np.nan)
         return BestChances(nan, nan.copy(), 0)
     top = signed.max(axis=1, keepdims=True)
     at_top = signed == top
-    p_best = (at_top / at_top.sum(axis=1, keepdims=True)).mean(axis=0)
+    tied = at_top.sum(axis=1)
+    alone = tied == 1  # the usual resample: one run on top (counted by its index, the rest split equally)
+    wins = np.bincount(signed[alone].argmax(axis=1), minlength=k).astype(float)
+    if not alone.all():
+        wins += (at_top[~alone] / tied[~alone, None]).sum(axis=0)
+    p_best = wins / len(signed)
     regret = (top - signed).mean(axis=0)
     return BestChances(p_best, regret, len(signed))

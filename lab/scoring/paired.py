@@ -405,7 +405,7 @@ def simultaneous_differences(summaries: Sequence[Summary], reps: np.ndarray | No
     with np.errstate(invalid="ignore", divide="ignore"):
         for first in range(0, len(usable), chunk):
             block = reps[:, first:first + chunk]
-            part = np.nanstd(block, axis=0, ddof=1)
+            part = np.nanstd(block, axis=0, ddof=1) if np.isnan(block).any() else np.std(block, axis=0, ddof=1)
             se[first:first + chunk] = part
             z = np.where(part > 0, np.abs(block - point[first:first + chunk]) / np.where(part > 0, part, 1.0), 0.0)
             np.fmax(worst, np.nanmax(z, axis=1), out=worst)

@@ -40,18 +40,32 @@ def _totals(counts: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def replicate_columns(counts: np.ndarray, base_value: np.ndarray, base_weight: np.ndarray, cand_value: np.ndarray,
                       cand_weight: np.ndarray, scale: float, chunk: int = 256) -> np.ndarray:
     """(resamples, comparisons): scale × (candidate total / its weight − baseline total / its weight) per
-    resample, each argument (comparisons, tasks) per-task sums on the comparison's common steps."""
+    resample, each argument (comparisons, tasks) per-task sums on the comparison's common steps. Comparisons
+    that share the baseline's sums and the candidate's weights (the same common steps) are one group: their
+    shared columns are computed once and broadcast."""
     counts = np.asarray(counts, dtype=float)
     k = cand_value.shape[0]
     out = np.empty((counts.shape[0], k))
     base_v, base_v_at = _totals(counts, base_value)
     base_w, base_w_at = _totals(counts, base_weight)
     cand_w, cand_w_at = _totals(counts, cand_weight)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for j, key in enumerate(zip(base_v_at.tolist(), base_w_at.tolist(), cand_w_at.tolist())):
+        groups.setdefault(key, []).append(j)
     with np.errstate(invalid="ignore", divide="ignore"):
-        for first in range(0, k, chunk):
-            part = slice(first, first + chunk)
-            cand = counts @ cand_value[part].T
-            out[:, part] = scale * (cand / cand_w[:, cand_w_at[part]] - base_v[:, base_v_at[part]] / base_w[:, base_w_at[part]])
+        for (bv, bw, cw), members in groups.items():
+            base = base_v[:, bv:bv + 1] / base_w[:, bw:bw + 1]
+            weight = cand_w[:, cw:cw + 1]
+            for first in range(0, len(members), chunk):
+                cols = members[first:first + chunk]
+                block = counts @ cand_value[cols].T
+                np.divide(block, weight, out=block)
+                np.subtract(block, base, out=block)
+                block *= scale
+                if cols == list(range(cols[0], cols[0] + len(cols))):
+                    out[:, cols[0]:cols[0] + len(cols)] = block
+                else:
+                    out[:, cols] = block
     return out
 
 
@@ -59,8 +73,9 @@ def figures(counts: np.ndarray, value: np.ndarray, weight: np.ndarray, scale: fl
     """(resamples, runs): each run's bootstrap figure, scale × Σ value / Σ weight over the drawn tasks, from
     (runs, tasks) per-task sums: the input of lab.scoring.best.best_chances."""
     counts = np.asarray(counts, dtype=float)
+    weights, at = _totals(counts, weight)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return scale * (counts @ value.T) / (counts @ weight.T)
+        return scale * (counts @ value.T) / weights[:, at]
 
 
 def summaries(base_value: np.ndarray, base_weight: np.ndarray, cand_value: np.ndarray, cand_weight: np.ndarray,

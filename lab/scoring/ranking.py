@@ -35,7 +35,9 @@ class Ranking:
 
     def tied_with(self, i: int) -> list[int]:
         """The runs whose difference from run i has an interval holding 0."""
-        return [j for j in range(len(self.figures)) if j != i and self.low[i, j] <= 0 <= self.high[i, j]]
+        row = (self.low[i] <= 0) & (self.high[i] >= 0)
+        row[i] = False
+        return [int(j) for j in np.flatnonzero(row)]
 
 
 def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, *, scale: float = 100.0,
