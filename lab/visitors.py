@@ -241,20 +241,23 @@ class StatsLimits:
                 del self._busy[client]
 
     @contextmanager
-    def admit(self, client: str | None) -> Iterator[None]:
-        """Enter around one computation for `client` (LabError when its share is used up or no turn comes)."""
+    def admit(self, client: str | None, turn: bool = True) -> Iterator[None]:
+        """Enter around one computation for `client` (LabError when its share is used up or no turn comes).
+        `turn=False`: a computation of bounded cost (two runs compared) counts against the client's shares but
+        does not queue behind the one-against-many computations."""
         if client is None or getattr(self._inside, "on", False):
             yield
             return
         self._enter(client)
         try:
-            if not self._turns.acquire(timeout=self.wait_s):
+            if turn and not self._turns.acquire(timeout=self.wait_s):
                 raise LabError("statistics: the server is busy computing for other visitors; try again in a minute")
             self._inside.on = True
             try:
                 yield
             finally:
                 self._inside.on = False
-                self._turns.release()
+                if turn:
+                    self._turns.release()
         finally:
             self._leave(client)

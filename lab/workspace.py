@@ -171,12 +171,17 @@ class LabContext:
         with self._store_lock:
             yield self.store
 
-    def stats_admission(self) -> ContextManager:
+    def stats_admission(self, turn: bool = True) -> ContextManager:
         """Entered around a statistics computation nobody has made yet: the visitor's limits in public mode
-        (lab.visitors.StatsLimits), nothing for the owner's local lab."""
+        (lab.visitors.StatsLimits; `turn=False` for one of bounded cost, such as two runs compared), nothing for
+        the owner's local lab."""
         if self.stats_limits is None:
             return nullcontext()
-        return self.stats_limits.admit(self.current_client())
+        return self.stats_limits.admit(self.current_client(), turn)
+
+    def pair_admission(self) -> ContextManager:
+        """stats_admission for two runs compared (Compare's and Triage's run-level block)."""
+        return self.stats_admission(turn=False)
 
     def open_store(self) -> None:
         """Open (building or syncing) the DuckDB store; a problem is kept in `store_error`.

@@ -69,7 +69,7 @@ def tie_groups(store: Store, run_ids: Sequence[str], *, hold: Hold = nullcontext
     ids = sorted(set(r for r in run_ids if r))
     if not ids:
         return {}
-    table = stats_table(store, hold, admit)
+    table = stats_table(store, hold)
     return shared(store, ("ties", tuple(ids), resamples, seed), lambda: _tie_groups(table, ids, resamples, seed), admit)
 
 
@@ -152,7 +152,7 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
                      admit: Admit = nullcontext, resamples: int | None = None, seed: int | None = None) -> BaselineColumns:
     """Each row's run against `baseline` (score), the intervals simultaneous over the rows compared."""
     others = sorted({r for r in runs if r and r != baseline})
-    table = stats_table(store, hold, admit)
+    table = stats_table(store, hold)
     if baseline not in table.row:
         raise LabError(f"baseline '{baseline}' is not a run of the store; pick one from the list")
     others = [r for r in others if r in table.row]
@@ -205,13 +205,26 @@ BEST_COLUMN = "P(best)"
 REGRET_COLUMN = "regret (points)"
 
 
+def leaderboard_rows(store: Store, first56: bool, sort: str, hold: Hold = nullcontext) -> tuple[pd.DataFrame, list]:
+    """The leaderboard frame (lab.store.queries.leaderboard) and each row's run (row_runs), read once under
+    `hold` for every visitor asking at once, kept until the store changes (never change the frame kept)."""
+    from lab.store import queries
+
+    def read() -> tuple[pd.DataFrame, list]:
+        with hold():
+            frame = queries.leaderboard(store, first56_only=first56, include_runs=not first56, order=sort)
+            return frame, row_runs(store, frame)
+    return shared(store, ("leaderboard", first56, sort), read)
+
+
 def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = None, *, hold: Hold = nullcontext,
-                     admit: Admit = nullcontext, resamples: int | None = None,
+                     admit: Admit = nullcontext, runs: list | None = None, resamples: int | None = None,
                      seed: int | None = None) -> tuple[pd.DataFrame, str]:
     """The leaderboard frame with the per-step rank column (and, with a baseline, Δ score, the verdict, the
-    detectable difference, P(best) and regret) after `score`, and one line saying what they are."""
+    detectable difference, P(best) and regret) after `score`, and one line saying what they are; `runs`: each
+    row's run when known (leaderboard_rows)."""
     with hold():
-        runs = row_runs(store, frame)
+        runs = row_runs(store, frame) if runs is None else runs
         name = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [baseline]) if baseline else None
     groups = tie_groups(store, [r for r in runs if r], hold=hold, admit=admit, resamples=resamples, seed=seed)
     out = frame.copy()

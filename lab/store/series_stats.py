@@ -99,9 +99,12 @@ def series_stats(store: Store, series: str, slice_keys: Iterable[str] | None = N
                  *, hold: Hold = nullcontext, admit: Admit = nullcontext, resamples: int | None = None,
                  seed: int | None = None) -> SeriesStats:
     """The series' points, parts (all steps, buckets, the slice when given), P(best) and the lead of its best."""
-    with hold():
-        points = series_points(store, series)
-    table = stats_table(store, hold, admit)
+    def read() -> pd.DataFrame:
+        with hold():
+            return series_points(store, series)
+
+    points = shared(store, ("points", series), read)  # one read for visitors asking at once
+    table = stats_table(store, hold)
     keys = None if slice_keys is None else tuple(sorted(set(slice_keys)))
     key = ("series", series, tuple(points["run_id"]), keys, slice_name, resamples, seed)
     return shared(store, key, lambda: _series_stats(table, series, points, keys, slice_name, resamples, seed), admit)

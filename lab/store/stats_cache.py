@@ -4,8 +4,9 @@ One `cachetools` LRU map holds every comparison, ranking, series and the store's
 store's file and *generation* (lab.store.connection: any write by any process changes it) and what was asked.
 When a store's generation moves on, what was kept for the older one is dropped. Two visitors asking for the
 same thing while it is being computed wait for the one computation (cachetools' `condition`), and only a
-computation not kept already goes through `admit` (the per-visitor limits of a public lab, lab.visitors) — the
-computing itself is never under the store's lock: the caller's `hold` is taken only to read.
+computation not kept already goes through `admit` (the per-visitor limits of a public lab, lab.visitors; the
+store's matrix itself is read without: everybody waits for it) — the computing itself is never under the
+store's lock: the caller's `hold` is taken only to read.
 """
 from __future__ import annotations
 
@@ -49,9 +50,10 @@ def shared(store: Store, key: tuple, make: Callable[[], Any], admit: Admit = nul
     return _computed((path, generation, *key), make, admit)
 
 
-def stats_table(store: Store, hold: Hold = nullcontext, admit: Admit = nullcontext) -> StatsTable:
-    """The store's StatsTable of this generation (read under `hold` when not kept)."""
-    return shared(store, ("table",), lambda: read_table(store, hold), admit)
+def stats_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
+    """The store's StatsTable of this generation (read under `hold` when not kept). Not admitted: a read bounded
+    by the store's size, once per generation, that every statistic and every visitor waits for."""
+    return shared(store, ("table",), lambda: read_table(store, hold))
 
 
 def clear() -> None:

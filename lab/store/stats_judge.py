@@ -40,18 +40,22 @@ def draw_counts(seed: int, resamples: int, n_tasks: int) -> np.ndarray:
     return counts
 
 
+_NO_STEPS = pd.DataFrame()
+
+
 def _light(table: StatsTable, i: int) -> RunSteps:
     """A run's name, scorer and equiv state (what the notes of a comparison read)."""
-    return RunSteps(table.run_ids[i], table.names[i], table.scoring[i], table.equiv[i], pd.DataFrame(), pd.DataFrame())
+    return RunSteps(table.run_ids[i], table.names[i], table.scoring[i], table.equiv[i], _NO_STEPS, _NO_STEPS)
 
 
 def _note(table: StatsTable, spec, b: int, c: int, have: np.ndarray) -> str:
     """Why run c cannot be compared with baseline b at all on this metric ("" when it can), in
     lab.store.paired.paired_metric's words."""
-    try:
-        check_comparable(_light(table, b), _light(table, c))
-    except LabError as exc:
-        return str(exc)
+    if table.legacy(b) != table.legacy(c):
+        try:
+            check_comparable(_light(table, b), _light(table, c))
+        except LabError as exc:
+            return str(exc)
     if spec.needs == "equiv_done":
         notes = [_equiv_note(_light(table, b), "baseline"), _equiv_note(_light(table, c), "candidate")]
         if notes[0] and notes[0].split(": ", 1)[1] == notes[1].split(": ", 1)[-1]:

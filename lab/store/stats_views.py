@@ -17,7 +17,7 @@ from lab.store.stats_table import Hold
 def pair_comparison(store: Store, baseline: str, candidate: str, *, hold: Hold = nullcontext,
                     admit: Admit = nullcontext, resamples: int | None = None, seed: int | None = None) -> RunComparison:
     """Two stored runs on every metric (lab.store.paired.compare_loaded; LabError for a run the store lacks)."""
-    table = stats_table(store, hold, admit)
+    table = stats_table(store, hold)
     a, b = table.run_steps(table.run_ids[table.index(baseline)]), table.run_steps(table.run_ids[table.index(candidate)])
     return shared(store, ("pair", baseline, candidate, resamples, seed),
                   lambda: compare_loaded(a, b, resamples=resamples, seed=seed), admit)
@@ -28,7 +28,7 @@ def against_first(store: Store, run_ids: Sequence[str], metric: str = "score", *
                   seed: int | None = None) -> tuple[list[AgainstBaseline], Chances]:
     """The first run against each of the others (simultaneous intervals) and every run's P(best) and expected
     regret on the first one's steps."""
-    table = stats_table(store, hold, admit)
+    table = stats_table(store, hold)
     ids = list(run_ids)
     for run_id in ids:
         table.index(run_id)

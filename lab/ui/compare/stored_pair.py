@@ -31,7 +31,7 @@ def stored_pair_html(ctx: LabContext, entries: list[EngineEntry]) -> str:
         return ""
     try:
         if len(ids) == 2:
-            pair = pair_comparison(ctx.store, ids[0], ids[1], hold=ctx.store_session, admit=ctx.stats_admission)
+            pair = pair_comparison(ctx.store, ids[0], ids[1], hold=ctx.store_session, admit=ctx.pair_admission)
             return comparison_html(pair, elem_id="lab-run-delta")
         found, best = against_first(ctx.store, ids, hold=ctx.store_session, admit=ctx.stats_admission)
         with ctx.store_session() as store:

@@ -39,15 +39,14 @@ def leaderboard_view(ctx: LabContext, first56: bool, text: str = "", sort: str =
                      baseline: str | None = None) -> tuple[pd.DataFrame, str]:
     """The leaderboard frame with each row's per-step rank range (and, against a baseline, its Δ score
     and verdict; lab.store.leaderboard_stats), and the line saying what those intervals are."""
-    from lab.store import queries
-    from lab.store.leaderboard_stats import check_baseline, with_comparisons
+    from lab.store.leaderboard_stats import check_baseline, leaderboard_rows, with_comparisons
 
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
+    df, runs = leaderboard_rows(ctx.store, first56, sort or "score", ctx.store_session)
     with ctx.store_session() as store:
-        df = queries.leaderboard(store, first56_only=first56, include_runs=not first56, order=sort or "score")
         baseline = check_baseline(store, baseline)
-    df, note = with_comparisons(ctx.store, df, baseline, hold=ctx.store_session, admit=ctx.stats_admission)
+    df, note = with_comparisons(ctx.store, df, baseline, hold=ctx.store_session, admit=ctx.stats_admission, runs=runs)
     if text:
         df = df[df["name"].astype(str).str.contains(text.strip(), case=False, regex=False)]
     df = df.head(MAX_ROWS).reset_index(drop=True)

@@ -13,5 +13,5 @@ def paired_view(ctx: LabContext, baseline: str, candidate: str) -> tuple[str, pd
     from lab.store.paired import task_breakdown
     from lab.store.stats_views import pair_comparison
 
-    comparison = pair_comparison(ctx.store, baseline, candidate, hold=ctx.store_session, admit=ctx.stats_admission)
+    comparison = pair_comparison(ctx.store, baseline, candidate, hold=ctx.store_session, admit=ctx.pair_admission)
     return comparison_html(comparison, elem_id="triage-pair"), task_breakdown(comparison, "score")
