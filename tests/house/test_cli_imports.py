@@ -55,13 +55,14 @@ def commands(root, result) -> dict[str, list[str]]:
         "data published list": ["data", "published", "list", "--series"],
         "compare": ["compare", str(root / "compare" / "run0.json"), str(root / "compare" / "run1.json"),
                     "--resamples", "200", "--max-drop", "100"],
+        "plan": ["plan", str(root / "compare" / "run0.json"), str(root / "compare" / "run1.json"), "--resamples", "200"],
         # `equiv` is checked once lab/cli.py has it (its own tests give it real arguments)
         **({"equiv --help": ["equiv", "--help"]} if "equiv" in COMMANDS else {}),
     }
 
 
 @pytest.mark.parametrize("name", ["rescore", "results import", "results tables", "data info", "data published list",
-                                  "equiv --help", "compare"])
+                                  "equiv --help", "compare", "plan"])
 def test_light_commands_load_no_heavy_package(files, name):
     argv = commands(*files).get(name)
     if argv is None:
