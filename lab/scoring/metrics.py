@@ -214,7 +214,7 @@ def f1_matrix(pred_units: Sequence[str], ref_units: Sequence[str]) -> np.ndarray
     if not pred_units or not ref_units:
         return np.zeros((len(pred_units), len(ref_units)))
     table = _UnitTable()
-    with _single_threaded_blas():
+    with single_threaded_blas():
         return _f1_matrix(table, table.ids(pred_units), table.ids(ref_units))
 
 
@@ -225,8 +225,9 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-def _single_threaded_blas():
-    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine."""
+def single_threaded_blas():
+    """Multi-threaded BLAS on small matrices costs several times more on a busy 2-core machine (and its
+    spinning threads take the other core from everything else: the statistics run under it too)."""
     if ThreadpoolController is None:
         return contextlib.nullcontext()
     return _blas_controller().limit(limits=1, user_api="blas")
@@ -263,7 +264,7 @@ def score_batch(
                 group[1].append((slot, table.ids(key[0])))
         slots.append(slot)
 
-    with _single_threaded_blas():
+    with single_threaded_blas():
         for ref_ids, members in groups.values():
             scored = _score_group(table, ref_ids, [ids for _, ids in members])
             for (slot, _), metrics in zip(members, scored):

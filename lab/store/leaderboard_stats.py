@@ -214,7 +214,7 @@ def leaderboard_rows(store: Store, first56: bool, sort: str, hold: Hold = nullco
         with hold():
             frame = queries.leaderboard(store, first56_only=first56, include_runs=not first56, order=sort)
             return frame, row_runs(store, frame)
-    return shared(store, ("leaderboard", first56, sort), read)
+    return shared(store, ("leaderboard", first56, sort), read, background=False)
 
 
 def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = None, *, hold: Hold = nullcontext,

@@ -22,7 +22,7 @@ from lab.store.db import Store
 from lab.store.paired import delta_text, mde_text, verdict_cell
 from lab.store.series import named_rows, series_frame, series_plot
 from lab.store.series_stats import NO_NLL, SeriesStats, best_text, lead_text, series_stats
-from lab.store.stats_cache import Admit
+from lab.store.stats_cache import Admit, shared
 from lab.store.stats_table import Hold
 
 MAX_TICKS = 12
@@ -151,5 +151,6 @@ def series_plot_with_intervals(store: Store, first56_only: bool = False, name_fi
         return fig
     names = list(dict.fromkeys(frame["series"]))
     stats = [series_stats(store, name, hold=hold, admit=admit) for name in names]
-    return series_stats_figure(stats[0]) if len(stats) == 1 else _overview(stats)
+    return shared(store, ("series plot", tuple(names)),  # drawn once for everybody (plotly is slow to build)
+                  lambda: series_stats_figure(stats[0]) if len(stats) == 1 else _overview(stats))
 

@@ -103,7 +103,7 @@ def series_stats(store: Store, series: str, slice_keys: Iterable[str] | None = N
         with hold():
             return series_points(store, series)
 
-    points = shared(store, ("points", series), read)  # one read for visitors asking at once
+    points = shared(store, ("points", series), read, background=False)  # one read for visitors asking at once
     table = stats_table(store, hold)
     keys = None if slice_keys is None else tuple(sorted(set(slice_keys)))
     key = ("series", series, tuple(points["run_id"]), keys, slice_name, resamples, seed)

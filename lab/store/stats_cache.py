@@ -7,10 +7,16 @@ same thing while it is being computed wait for the one computation (cachetools' 
 computation not kept already goes through `admit` (the per-visitor limits of a public lab, lab.visitors; the
 store's matrix itself is read without: everybody waits for it) — the computing itself is never under the
 store's lock: the caller's `hold` is taken only to read.
+
+Computations run on one worker thread of the lowest scheduling priority the system gives (nice 19 on Linux)
+with single-threaded BLAS, the asking thread waiting for it: on a busy machine the app's other threads (a
+bystander's step switch) get the processor first, and one core is left to them.
 """
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any, Callable, ContextManager
 
@@ -26,10 +32,35 @@ _condition = threading.Condition()
 _generation: dict[str, tuple] = {}  # store file -> the generation kept for it
 
 
-@cachetools.cached(_kept, key=lambda key, make, admit: key, condition=_condition)
-def _computed(key: tuple, make: Callable[[], Any], admit: Admit) -> Any:
-    with admit():
+WORKER_NICE = 19
+_inside = threading.local()
+
+
+def _lower_priority() -> None:
+    """The worker thread's own scheduling priority, as low as it goes (a thread of Linux is its own task)."""
+    _inside.worker = True
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+    except (AttributeError, OSError):  # no per-thread priority here: the computation runs all the same
+        pass
+
+
+_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-statistics", initializer=_lower_priority)
+
+
+def _run(make: Callable[[], Any]) -> Any:
+    from lab.scoring.metrics import single_threaded_blas
+
+    with single_threaded_blas():
         return make()
+
+
+@cachetools.cached(_kept, key=lambda key, make, admit, background: key, condition=_condition)
+def _computed(key: tuple, make: Callable[[], Any], admit: Admit, background: bool) -> Any:
+    with admit():
+        if not background or getattr(_inside, "worker", False):
+            return make()
+        return _worker.submit(_run, make).result()
 
 
 def _forget_older(path: str, generation: tuple) -> None:
@@ -42,18 +73,20 @@ def _forget_older(path: str, generation: tuple) -> None:
         _generation[path] = generation
 
 
-def shared(store: Store, key: tuple, make: Callable[[], Any], admit: Admit = nullcontext) -> Any:
-    """`make()`, computed once for everybody until the store changes; `admit()` is entered around a
+def shared(store: Store, key: tuple, make: Callable[[], Any], admit: Admit = nullcontext, *,
+           background: bool = True) -> Any:
+    """`make()`, computed once for everybody until the store changes, on the statistics worker (`background`;
+    False: in the asking thread, for reads under the store's lock); `admit()` is entered around a
     computation (not around a value already kept)."""
     path, generation = str(store.path), store.connector.generation()
     _forget_older(path, generation)
-    return _computed((path, generation, *key), make, admit)
+    return _computed((path, generation, *key), make, admit, background)
 
 
 def stats_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
     """The store's StatsTable of this generation (read under `hold` when not kept). Not admitted: a read bounded
     by the store's size, once per generation, that every statistic and every visitor waits for."""
-    return shared(store, ("table",), lambda: read_table(store, hold))
+    return shared(store, ("table",), lambda: read_table(store, hold), background=False)
 
 
 def clear() -> None:

@@ -18,9 +18,11 @@ def pair_comparison(store: Store, baseline: str, candidate: str, *, hold: Hold =
                     admit: Admit = nullcontext, resamples: int | None = None, seed: int | None = None) -> RunComparison:
     """Two stored runs on every metric (lab.store.paired.compare_loaded; LabError for a run the store lacks)."""
     table = stats_table(store, hold)
-    a, b = table.run_steps(table.run_ids[table.index(baseline)]), table.run_steps(table.run_ids[table.index(candidate)])
-    return shared(store, ("pair", baseline, candidate, resamples, seed),
-                  lambda: compare_loaded(a, b, resamples=resamples, seed=seed), admit)
+    table.index(baseline), table.index(candidate)
+
+    def make() -> RunComparison:
+        return compare_loaded(table.run_steps(baseline), table.run_steps(candidate), resamples=resamples, seed=seed)
+    return shared(store, ("pair", baseline, candidate, resamples, seed), make, admit)
 
 
 def against_first(store: Store, run_ids: Sequence[str], metric: str = "score", *, hold: Hold = nullcontext,

@@ -13,7 +13,7 @@ from lab.workspace import LabContext
 from lab.ui.shell.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
-from lab.ui.shell.wiring import bind
+from lab.ui.shell.wiring import bind, statistics_events
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
@@ -225,17 +225,18 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
     inputs = [scope, text, sort, baseline]
     refresh, draw = bind(refresh_leaderboard, ctx), bind(show_plot, ctx)
     outputs = [table, count, shown_pending, equiv_timer, stats_note]
+    quiet = {"api_visibility": "private", "show_progress": "hidden", **statistics_events()}
     for comp in (scope, sort, baseline):
-        comp.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
-    text.change(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
-    tab.select(refresh, inputs, outputs, api_visibility="private", show_progress="hidden")
+        comp.change(refresh, inputs, outputs, **quiet)
+    text.change(refresh, inputs, outputs, **quiet)
+    tab.select(refresh, inputs, outputs, **quiet)
     tab.select(bind(baseline_choices, ctx), None, baseline, api_visibility="private",
                show_progress="hidden")
     equiv_timer.tick(bind(poll_equiv, ctx, bool(plots)), [*inputs, shown_pending, *([which] if plots else [])],
-                     [*outputs, *([plot] if plots else [])], api_visibility="private", show_progress="hidden")
+                     [*outputs, *([plot] if plots else [])], **quiet)
     table.select(bind(open_run, open_in_compare), table, open_in_compare.outputs, api_visibility="private")
     if plots:
-        which.change(draw, [which, scope, text], plot, api_visibility="private")
-        scope.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
-        text.change(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
-        tab.select(draw, [which, scope, text], plot, api_visibility="private", show_progress="hidden")
+        which.change(draw, [which, scope, text], plot, api_visibility="private", **statistics_events())
+        scope.change(draw, [which, scope, text], plot, **quiet)
+        text.change(draw, [which, scope, text], plot, **quiet)
+        tab.select(draw, [which, scope, text], plot, **quiet)

@@ -9,6 +9,17 @@ import inspect
 import typing
 from typing import Any, Callable
 
+STATISTICS_QUEUE = "statistics"
+
+
+def statistics_events() -> dict[str, Any]:
+    """Event options of the handlers that show statistics (Results' table and plots, the series views): they
+    share one Gradio concurrency group of `stats_handlers` (public_limits.yaml), so many visitors picking at
+    once queue for it instead of all contending with everybody else's clicks for the interpreter."""
+    from lab.visitors import public_limit
+
+    return {"concurrency_id": STATISTICS_QUEUE, "concurrency_limit": max(1, int(public_limit("stats_handlers")))}
+
 
 def bind(handler: Callable[..., Any], *first: Any) -> Callable[..., Any]:
     """`handler` with its first `len(first)` arguments fixed to `first`, as a function whose signature and

@@ -10,6 +10,7 @@ import gradio as gr
 from lab.errors import LabError
 from lab.workspace import LabContext
 from lab.ui.shell.html_text import esc
+from lab.ui.shell.wiring import statistics_events
 
 NO_SLICE = "(no slice)"
 
@@ -86,13 +87,18 @@ def series_view(ctx: LabContext, name: str, slice_name: str | None):
     """(run ids in order, figure, note HTML, table) of series `name` (LabError for a bad series or slice)."""
     from lab.store.series_figures import series_stats_figure
     from lab.store.series_stats import adjustment_note, series_stats, series_table
+    from lab.store.stats_cache import shared
     from lab.triage.series_slices import slice_step_keys
 
     with ctx.store_session() as store:
         keys = slice_step_keys(store, slice_name) if slice_name and slice_name != NO_SLICE else None
     stats = series_stats(ctx.store, name, keys, slice_name or "", hold=ctx.store_session, admit=ctx.stats_admission)
-    notes = "".join(f'<div class="lab-muted">{esc(n)}</div>' for n in [adjustment_note(stats), *stats.notes])
-    return list(stats.points["run_id"]), series_stats_figure(stats), notes, series_table(stats)
+
+    def render():  # drawn once for everybody until the store changes (plotly is slow to build)
+        notes = "".join(f'<div class="lab-muted">{esc(n)}</div>' for n in [adjustment_note(stats), *stats.notes])
+        return series_stats_figure(stats), notes, series_table(stats)
+    figure, notes, table = shared(ctx.store, ("series view", name, None if keys is None else tuple(keys)), render)
+    return list(stats.points["run_id"]), figure, notes, table
 
 
 def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, tab: gr.Tab) -> None:
@@ -119,8 +125,8 @@ def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, t
 
     outputs = [runs, panel.plot, panel.note, panel.table, panel.name]
     # .input: a user's pick; a value set by Place / Take out is drawn by that handler itself
-    panel.pick.input(on_pick, [panel.pick, panel.slice], outputs, api_visibility="private")
-    panel.slice.input(on_pick, [panel.pick, panel.slice], outputs, api_visibility="private")
+    panel.pick.input(on_pick, [panel.pick, panel.slice], outputs, api_visibility="private", **statistics_events())
+    panel.slice.input(on_pick, [panel.pick, panel.slice], outputs, api_visibility="private", **statistics_events())
 
     def on_place(run_id: str | None, name: str, position, kind: str, slice_name: str | None):
         if not run_id:
