@@ -20,7 +20,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.scoring import paired_matrix
-from lab.scoring.best import best_chances
+from lab.scoring.best import judged_chances
 from lab.scoring.paired import (
     Difference, PairedMetric, _settings, pairwise_differences, replicates, simultaneous_differences, summarize,
     task_counts, task_draws, too_few,
@@ -171,7 +171,8 @@ def chances(table: StatsTable, run_ids: Sequence[str], reference: str, metric: s
             resamples: int | None = None, seed: int | None = None) -> Chances:
     """P(best) and expected regret of the runs judged together, on the steps `reference` has the metric for
     (within `step_keys`): runs lacking one of those steps are not judged (None), so all share the same steps
-    and task draws (each step's value the mean of its answers)."""
+    and task draws (each step's value the mean of its answers); the resamples pulled toward the runs' mean
+    first (lab.scoring.best.judged_chances)."""
     settings, resamples, seed = _settings(resamples, seed, None)
     spec = metric_spec(metric)
     rows = [table.index(r) for r in run_ids]
@@ -192,7 +193,10 @@ def chances(table: StatsTable, run_ids: Sequence[str], reference: str, metric: s
     value = paired_matrix.task_sums(np.nan_to_num(table.step_means(spec)[picked]), mask, compact[table.step_task], len(tasks))
     weight = paired_matrix.task_sums(np.nan_to_num(table.weights(spec)[picked]), mask, compact[table.step_task], len(tasks))
     boot = paired_matrix.figures(draw_counts(seed, resamples, len(tasks)), value, weight, spec.scale)
-    found = best_chances(boot, higher_is_better=not spec.lower_is_better)
+    per_task = weight[0]
+    effective = float(per_task.sum() ** 2 / (per_task ** 2).sum())
+    found = judged_chances(boot, spec.scale * value.sum(axis=1) / weight.sum(axis=1), effective, settings.confidence,
+                           higher_is_better=not spec.lower_is_better)
     p_best, regret = list(none), list(none)
     for k, p, r in zip(judged, found.p_best, found.expected_regret):
         p_best[k], regret[k] = float(p), float(r)
