@@ -308,27 +308,30 @@ def benchmark_names() -> list[str]:
     return sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
 
 
+def benchmark_figures(name: str, results: Path = BENCH_RESULTS) -> list[str]:
+    """One benchmark's last recorded figures, checks and machine (or how to record them), as Markdown lines."""
+    _, usage = _bench_doc(name)
+    path = results / f"{name}.json"
+    if not path.is_file():
+        return [f"No figures recorded yet: `{usage}` writes `bench/results/{name}.json`.", ""]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    settings = ", ".join(f"{k} {v}" for k, v in data.get("settings", {}).items())
+    parts = [f"Recorded by `{data['command']}`" + (f" with {cell(settings, literal=True)}" if settings else "") + ".", ""]
+    rows = [[cell(f["label"], literal=True), _value(f), cell(f.get("note", ""), literal=True)] for f in data["figures"]]
+    parts += [table(["figure", "value", "how"], rows), ""]
+    if data.get("checks"):
+        parts += ["Checks: " + "; ".join(f"{cell(c['label'], literal=True)}: **{'yes' if c['passed'] else 'NO'}**"
+                                        + (f" ({cell(c['detail'], literal=True)})" if c.get("detail") else "")
+                                        for c in data["checks"]) + ".", ""]
+    return parts + [f"Machine: {cell(_machine(data['machine']))}.", ""]
+
+
 def benchmarks(results: Path = BENCH_RESULTS) -> str:
     """One section per benchmark: what it measures, its command, and its last recorded figures and machine."""
     parts = []
     for name in benchmark_names():
-        first, usage = _bench_doc(name)
-        parts += [f"### {name}", "", cell(first), ""]
-        path = results / f"{name}.json"
-        if not path.is_file():
-            parts += [f"No figures recorded yet: `{usage}` writes `bench/results/{name}.json`.", ""]
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        settings = ", ".join(f"{k} {v}" for k, v in data.get("settings", {}).items())
-        parts += [f"Recorded by `{data['command']}`" + (f" with {cell(settings, literal=True)}" if settings else "") + ".",
-                  ""]
-        rows = [[cell(f["label"], literal=True), _value(f), cell(f.get("note", ""), literal=True)] for f in data["figures"]]
-        parts += [table(["figure", "value", "how"], rows), ""]
-        if data.get("checks"):
-            parts += ["Checks: " + "; ".join(f"{cell(c['label'], literal=True)}: **{'yes' if c['passed'] else 'NO'}**"
-                                            + (f" ({cell(c['detail'], literal=True)})" if c.get("detail") else "")
-                                            for c in data["checks"]) + ".", ""]
-        parts += [f"Machine: {cell(_machine(data['machine']))}.", ""]
+        first, _ = _bench_doc(name)
+        parts += [f"### {name}", "", cell(first), ""] + benchmark_figures(name, results)
     return "\n".join(parts)
 
 
@@ -376,6 +379,9 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "benchmarks": benchmarks,
     "gpu-proof": gpu_proof,
 }
+# one benchmark's figures where a page discusses them: `<!-- generated: bench-mde -->` for bench/bench_mde.py
+GENERATORS.update({"bench-" + name.removeprefix("bench_").replace("_", "-"):
+                   (lambda name=name: "\n".join(benchmark_figures(name))) for name in benchmark_names()})
 
 
 def expand(markdown: str) -> str:

@@ -13,7 +13,7 @@ which differences are seen; these say where the bet lies when none is.
 **Pulled toward the mean first** (`shrunk`). Read as they are, the resamples overstate the chance of the
 best-looking of close runs: its figure is the highest partly by luck (the winner's curse), and the bootstrap
 centres on it. On synthetic checkpoint series whose true differences are a few points, checkpoints given
-P(best) 0.5–0.95 were the best only about 35 % of the time (bench/bench_pbest.py). So the lab feeds
+P(best) 0.5–0.95 were the best far less often than that (bench/bench_pbest.py prints how often). So the lab feeds
 best_chances the resamples with their centres pulled toward the runs' mean as far as an empirical-Bayes
 normal model says: with k runs of figures θ̂ⱼ, their spread S = Σ(θ̂ⱼ − θ̄)²/(k − 1) and the bootstrap's share of
 it N = (Σⱼ var θ̂*ⱼ − var(Σⱼ θ̂*ⱼ)/k)/(k − 1), the factor B = max(0, 1 − N/S) (James–Stein) moves run j's
