@@ -10,7 +10,7 @@ VERDICT_CLASS = {"better": "lab-pair-better", "worse": "lab-pair-worse"}
 
 def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "") -> str:
     """The block for one baseline/candidate pair (`comparison` from lab.store.paired)."""
-    from lab.store.paired import delta_text, load_metrics, summary_line
+    from lab.store.paired import delta_text, load_metrics, mde_text, summary_line
 
     metrics = load_metrics()
     head = comparison.get(headline_metric)
@@ -19,14 +19,14 @@ def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "
     for name, diff in comparison.differences.items():
         spec = metrics[name]
         if diff is None:
-            rows.append(f'<tr data-metric="{esc(name)}"><td>{esc(spec.label)}</td><td colspan="6" class="lab-muted">'
+            rows.append(f'<tr data-metric="{esc(name)}"><td>{esc(spec.label)}</td><td colspan="7" class="lab-muted">'
                         f'{esc(comparison.notes.get(name, "not comparable"))}</td></tr>')
             continue
         shown = diff.verdict if diff.ci is not None else diff.note
         rows.append(
             f'<tr data-metric="{esc(name)}"><td>{esc(spec.label)}</td><td>{diff.baseline:.{spec.digits}f}</td>'
             f'<td>{diff.candidate:.{spec.digits}f}</td><td class="lab-pair-delta">{esc(delta_text(diff, spec.digits))}</td>'
-            f'<td class="{VERDICT_CLASS.get(diff.verdict, "")}">{esc(shown)}</td>'
+            f'<td class="{VERDICT_CLASS.get(diff.verdict, "")}">{esc(shown)}</td><td>{esc(mde_text(diff, name))}</td>'
             f'<td>{diff.improved} / {diff.regressed} / {diff.unchanged}</td><td>{diff.steps}</td></tr>')
     id_attr = f' id="{esc(elem_id)}"' if elem_id else ""
     return (
@@ -35,7 +35,9 @@ def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "
         f'<b>{esc(comparison.baseline.name)}</b></div>'
         f'<div class="lab-pair-line">{esc(summary_line(comparison, headline_metric))}</div>'
         '<table class="lab-pair-table"><thead><tr><th>metric</th><th>baseline</th><th>candidate</th>'
-        '<th>Δ [95 % interval]</th><th>verdict</th><th>improved / regressed / unchanged</th><th>steps</th></tr>'
+        '<th>Δ [95 % interval]</th><th>verdict</th><th>detects (80 %)</th><th>improved / regressed / unchanged</th>'
+        '<th>steps</th></tr>'
         f'</thead><tbody>{"".join(rows)}</tbody></table>'
         '<div class="lab-muted">Δ = candidate − baseline over the steps both answered; the interval resamples '
-        'tasks (a task\'s steps move together), so one step never decides the verdict.</div></div>')
+        'tasks (a task\'s steps move together), so one step never decides the verdict; detects: the smallest true '
+        'difference the interval finds 80 % of the time.</div></div>')
