@@ -20,6 +20,7 @@ from lab.prompts.guard import check_context, context_stats
 from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
+from lab.runs.meter import ReplayMeter, step_tokens
 from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
@@ -103,12 +104,14 @@ def replay(
     config: ReplayConfig,
     progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
+    meter: ReplayMeter | None = None,
 ) -> Path:
     """Replay `steps` on a loaded `engine`; return the path of the finished result file.
 
     Finished steps are appended to `<name>.partial.jsonl` as they complete. With `resume`,
     steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
     caller interrupt between chunks (the checkpoint then holds everything done so far).
+    `meter`, read by the caller from another thread, follows the tokens generated between finished steps.
     """
     if config.chunk_size < 1:
         raise LabError(f"chunk size must be at least 1, got {config.chunk_size}")
@@ -119,13 +122,14 @@ def replay(
     try:
         if config.run_name and claim.name != config.run_name:
             config = replace(config, run_name=claim.name)
-        return _replay_claimed(engine, steps, config, claim, progress, stop)
+        return _replay_claimed(engine, steps, config, claim, progress, stop, meter)
     finally:
         claim.release()
 
 
 def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig, claim: RunClaim,
-                    progress: ProgressFn | None, stop: threading.Event | None) -> Path:
+                    progress: ProgressFn | None, stop: threading.Event | None,
+                    meter: ReplayMeter | None = None) -> Path:
     """replay() once its run name is held."""
     checkpoint = Checkpoint(claim.checkpoint)
     sampling = config.sampling or engine.default_sampling
@@ -167,6 +171,8 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     absent: set[str] = set()
     last_live = [0.0]
     total = len(steps)
+    if meter is not None and generates:
+        meter.begin(engine.live_progress(), len(todo), sampling.max_tokens * max(config.samples, 1))
     if progress:
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
     # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
@@ -193,6 +199,8 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
                 gen = time.perf_counter() - mark[0]
                 done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
                 checkpoint.append(result.per_step, gen)
+                if meter is not None:
+                    meter.step_done(step_tokens(result.per_step))
                 if progress:
                     # the live aggregate is recomputed at most 4 times a second (and at the end)
                     t, live = time.perf_counter(), None
