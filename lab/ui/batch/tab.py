@@ -17,7 +17,9 @@ from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.tb2lite import CORRECTED
-from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
+from lab.runs.meter import ReplayMeter, ticking
+from lab.ui.batch.rows import (ANSWERS, BATCH_CHUNK, BUCKETS, LIVE_EVERY_S, REFERENCE, WHAT, BatchRow, filter_steps,
+                               render_aggregate)
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.html_text import esc
@@ -48,10 +50,12 @@ def run_batch(
     step, results/runs/<name>.reference.json, no generation)."""
     entries = {e.name: e for e in ctx.engine_entries()}
     rows = [BatchRow(name, 0, len(steps)) for name in names]
+    reporting = threading.Lock()  # the replay's thread and its meter's redraw report in turn, each the latest
 
     def update() -> None:
         if on_update is not None:
-            on_update([replace(r) for r in rows])
+            with reporting:
+                on_update([replace(r) for r in rows])
 
     update()
     for row in rows:
@@ -116,17 +120,24 @@ def run_row(ctx: LabContext, row: BatchRow, entry: EngineEntry, steps: list[Step
                           replay_steps=len(ctx.replay.steps))
     row.state = "running"
     update()
+    meter = ReplayMeter()
 
     def progress(done: int, total: int, agg: dict | None) -> None:
         row.done, row.total = done, total
         row.aggregate = agg or row.aggregate  # the live aggregate comes with some calls only
+        row.live = meter.figures()
+        update()
+
+    def tick() -> None:  # between finished steps: the tokens so far and the time left
+        row.live = meter.figures()
         update()
 
     try:
         if what == REFERENCE:
             path = _score_reference(ctx, entry, steps, config, row, update, stop)
         else:
-            path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
+            with ticking(tick, LIVE_EVERY_S):
+                path = replay_run(entry.engine, steps, config, progress=progress, stop=stop, meter=meter)
     except InterruptedError:
         row.state = "stopped (run again with 'resume' to continue)"
         return
