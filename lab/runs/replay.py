@@ -372,5 +372,7 @@ def _result(
         "lab_version": __version__,
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
+        # and a selection limited on purpose (--limit, --tasks) against the steps it chose: complete, not partial
+        **({"selection": {**config.selection, "steps": header["steps"]}} if config.selection else {}),
         **config.extra,
     }
