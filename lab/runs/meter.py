@@ -1,8 +1,8 @@
 """A batch replay's live figures between finished steps: the tokens generated so far, tokens a second, and an
 estimate of the time left, from the engine's own count of the tokens it produces (lab.engines.progress).
 
-A slow model (Gemma 3 270M on two cores: about a token a second) may take minutes per step, and a batch of
-four moves the step count only when all four end; these figures move with every token.
+A small model on a small CPU may take minutes a step (docs/getting-started.md quotes a measured one), and a
+batch of four moves the step count only when all four end; these figures move with every token.
 
 The estimate is the tokens still to generate divided by the tokens a second measured since the replay began
 generating. Tokens still to generate: the steps left times the tokens a step, less the tokens already
@@ -108,18 +108,19 @@ def describe(figures: LiveFigures | None, compact: bool = False) -> str:
         return "no token yet (reading the prompt)" if not compact else "no token yet"
     rate = figures.tokens_per_s
     rate_text = f"{rate:.1f}" if rate < 100 else f"{rate:,.0f}"
+    took = f"{figures.tokens:,} {'tok,' if compact else 'tokens ·'} {rate_text} tok/s"
     if not figures.steps_left:  # every step finished: what it took, no time left to estimate
-        return f"{figures.tokens:,} tok, {rate_text} tok/s" if compact else f"{figures.tokens:,} tokens · {rate_text} tok/s"
+        return took
     if compact:
         left = duration(figures.left_s, compact=True)
         when = f"<={left} left (est., {figures.per_step_tokens:,.0f} tok/step max)" if figures.bound \
             else f"~{left} left (est.)"
-        return f"{figures.tokens:,} tok, {rate_text} tok/s, {when}"
+        return f"{took}, {when}"
     left = duration(figures.left_s)
     when = (f"at most about {left} left (estimate: every step counted at its {figures.per_step_tokens:,.0f}-token "
             "limit until one finishes)") if figures.bound else \
         f"about {left} left (estimate: {figures.per_step_tokens:,.0f} tokens a step so far)"
-    return f"{figures.tokens:,} tokens · {rate_text} tok/s · {when}"
+    return f"{took} · {when}"
 
 
 @contextmanager

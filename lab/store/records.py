@@ -134,6 +134,8 @@ def coverage_fields(result: dict, steps: int, version: str) -> dict[str, Any]:
     shards, index = _int(result.get("num_shards")), _int(result.get("shard_index"))
     one_shard = shards is not None and shards > 1 and index is not None
     selected = None if one_shard else selected_steps_of(result)
+    if selected is not None and steps > selected:  # more answers than it says it chose: the claim is not believed
+        selected = None
     total = (_int(result.get("total_input_steps")) or selected or replay_steps_of(result) or FULL_STEPS.get(version)
              or steps)
     coverage = round(min(steps / total, 1.0), 4) if total else None

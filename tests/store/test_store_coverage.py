@@ -172,6 +172,8 @@ def test_a_selection_limited_on_purpose_is_whole_for_its_steps():
                       {"limit": 2, "steps": 10**9}, "limit 2", [2]):
         fields = coverage_fields({"replay_steps": 14, "selection": selection}, 2, "corrected_303")
         assert (fields["selected_steps"], fields["total_steps"], fields["partial"]) == (None, 14, True), selection
+    # a file claiming fewer chosen steps than it answered is not believed
+    assert coverage_fields(limited, 5, "corrected_303")["selected_steps"] is None
     # one shard of several is counted against the shards' whole whatever its selection says
     shard = {**limited, "total_input_steps": 10, "num_shards": 2, "shard_index": 0}
     assert coverage_fields(shard, 2, "corrected_303")["total_steps"] == 10
