@@ -9,17 +9,12 @@ from typing import Sequence
 from lab.booleans import parse_bool
 from lab.data import cached_replay_path
 from lab.errors import LabError
+from lab.security.visitor_writes import opened_kinds, refusal
 from lab.settings import env, Settings
 from lab.visitors import SessionEngines
 from lab.workspace import LabContext
 
 log = logging.getLogger(__name__)
-
-ANNOTATIONS_ENV = "LAB_PUBLIC_ANNOTATIONS"
-NO_WRITES = (
-    "this public deployment does not let visitors write to the results store (tags, notes, saved "
-    f"slices); the owner can allow tags, notes and saved slices with {ANNOTATIONS_ENV}=1"
-)
 
 PUBLIC_ENV = "LAB_PUBLIC"
 
@@ -56,11 +51,6 @@ def exposure_problem(host: str, settings: Settings) -> str | None:
     return (f"--host {host} (or $GRADIO_SERVER_NAME) serves this lab beyond this machine, and it is the owner's lab "
             "(Batch, sweeps, any path): set LAB_PUBLIC=1 to serve it in public mode, LAB_PUBLIC=0 to serve the owner's "
             "lab there anyway, or --host 127.0.0.1")
-
-
-def visitor_annotations_allowed() -> bool:
-    """Whether the owner lets visitors add tags, notes and saved slices (LAB_PUBLIC_ANNOTATIONS=1)."""
-    return bool(parse_bool(env(ANNOTATIONS_ENV, "") or "0"))
 
 
 def configured_replay(settings: Settings) -> str | None:
@@ -114,14 +104,15 @@ def load_published(ctx: LabContext) -> None:
 
 
 def apply_public_policy(ctx: LabContext) -> None:
-    """In public mode: engines per visitor session, a read-only store (unless the owner allows
-    annotations), and start-up messages without server paths."""
+    """In public mode: engines per visitor session, a store visitors may write only the kinds of things the
+    owner opened to them (lab.security.visitor_writes: tags and notes, saved slices, series placements, shared
+    what-ifs, each with its own switch), and start-up messages without server paths."""
     if not ctx.settings.public:
         return
     ctx.sessions = SessionEngines()
-    # LAB_WHATIF_SHARED=1 is the owner opening the shared store to visitors' what-ifs: no guard then
-    if ctx.store is not None and not visitor_annotations_allowed() and not ctx.settings.whatif_shared:
-        ctx.store.refuse_writes = NO_WRITES
+    if ctx.store is not None:
+        ctx.store.refuse_writes = refusal(None)
+        ctx.store.visitor_kinds = opened_kinds(ctx.settings)
     ctx.store_error = ctx.shown_text(ctx.store_error)
     ctx.replay_error = ctx.shown_text(ctx.replay_error)
     ctx.startup_warnings[:] = [ctx.shown_text(w) for w in ctx.startup_warnings]

@@ -258,9 +258,9 @@ def subrooms() -> str:
 # --- environment variables: every LAB_* name the code reads ---------------------------------------------------
 
 def environment() -> str:
-    """Each `LAB_*` variable named in lab/ and app.py, with the files that name it."""
+    """Each `LAB_*` variable named in lab/ (its code and its data files) and app.py, with the files that name it."""
     seen: dict[str, set[str]] = {}
-    files = [*sorted((ROOT / "lab").rglob("*.py")), ROOT / "app.py"]
+    files = [*sorted((ROOT / "lab").rglob("*.py")), *sorted((ROOT / "lab").rglob("*.yaml")), ROOT / "app.py"]
     for path in files:
         for name in set(re.findall(r"\bLAB_[A-Z0-9_]+\b", path.read_text(encoding="utf-8"))):
             seen.setdefault(name, set()).add(str(path.relative_to(ROOT)))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from lab.errors import LabError
 from lab.published.catalogue import Entry
 from lab.published.checks import check_step_sizes, check_values
 from lab.published.limits import fetch_limits
+from lab.security.safe_files import write_atomic
 
 # The checks a cached file passed (see verify_file); a file cached under older checks is checked again
 # before it is imported (a 0-step or malformed file fetched by an older lab is refused then).
@@ -55,9 +55,8 @@ class Cache:
                 return
             self._index[key] = facts
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.index_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._index, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, self.index_path)
+            text = json.dumps(self._index, indent=1, sort_keys=True)
+            write_atomic(self.index_path, lambda fh: fh.write(text))  # a fresh temporary file, never through a link
 
     def expected_sha(self, entry: Entry) -> str | None:
         return entry.sha256 or self.known(entry).get("sha256")

@@ -20,6 +20,7 @@ from lab.errors import LabError
 from lab.published.cache import CHECKS_VERSION, Cache, verify_file
 from lab.published.catalogue import Entry
 from lab.published.limits import fetch_limits
+from lab.security import safe_files
 from lab.settings import env
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/LLM-OS-Models/Terminal"
@@ -238,7 +239,7 @@ def _download(entry: Entry, cache: Cache, base: str, progress: _Progress, report
     if last is not None:
         raise LabError(f"{entry.path}: download interrupted ({type(last).__name__}: {str(last)[:120]}); "
                        "run the fetch again to resume it")
-    content = part.read_bytes()
+    content = safe_files.read_bytes(part)
     try:
         facts = verify_file(entry, content, cache.expected_sha(entry))
     except LabError:
@@ -278,7 +279,7 @@ def _receive(entry: Entry, resp, part: Path, have: int, cap: int, dog: _Watchdog
         have = 0
     decoder = _Decoder(encoding, [str(e) for e in limits["encodings"]], entry.path)
     written = have
-    with open(part, "ab" if resume else "wb") as out:
+    with safe_files.open_file(part, "ab" if resume else "wb") as out:  # never through a link
         for raw in resp.iter_raw():  # as received: a cut leaves every byte read
             dog.feed(len(raw))
             chunk = decoder.feed(raw, cap - written)

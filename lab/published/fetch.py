@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -15,6 +14,7 @@ from lab.errors import LabError
 from lab.published.cache import Cache
 from lab.published.catalogue import Entry, Run, load_catalogue, runs_of, series_names
 from lab.published.download import ATTEMPTS, FetchReport, ProgressFn, fetch_entries
+from lab.security.safe_files import link_problem, read_bytes, write_bytes_atomic
 from lab.settings import env
 
 PUBLISHED_FOLDER = "published"  # under the results folder
@@ -99,13 +99,10 @@ def write_run_file(run: Run, cache: Cache, results_dir: str | Path) -> Path:
     else:
         pieces = [json.loads(cache.file(f).read_bytes()) for f in run.files]
         content = json.dumps(merged_pieces(pieces), ensure_ascii=False).encode("utf-8")
-    if target.is_file() and target.stat().st_size == len(content) and target.read_bytes() == content:
+    if (link_problem(target) is None and target.is_file() and target.stat().st_size == len(content)
+            and read_bytes(target) == content):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(content)
-    os.replace(tmp, target)
-    return target
+    return write_bytes_atomic(target, content)  # a fresh temporary file, never written through a link
 
 
 @dataclass

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Iterator
 
@@ -11,6 +10,7 @@ from lab import jsontext
 from lab.errors import ResultFileError
 from lab.resultfiles.schema import validate_result
 from lab.resultfiles.units import coerce_units
+from lab.security.safe_files import write_atomic
 from lab.tb2lite import CORRECTED as CORRECTED_SCORER, LEGACY as LEGACY_SCORER
 
 CORRECTED = "corrected_303"
@@ -81,26 +81,12 @@ def iter_result_files(folder: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_result_file(path: str | os.PathLike, result: dict, *, replace: bool = True) -> Path:
-    """Write atomically (temp file + rename) so a crash never leaves half a file. With `replace=False` an
-    existing file is never replaced (FileExistsError; the temp file is linked in, not renamed over).
+    """Write atomically (temp file + rename) so a crash never leaves half a file, never through a link
+    (lab.security.safe_files.write_atomic). With `replace=False` no existing entry of that name is replaced
+    (FileExistsError naming `path`)."""
 
-    The temp file is created with mode 0666 less the user's umask (0644 usually), like any file the
-    user writes, so the renamed result is readable by the group/others the umask allows.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.parent / f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, ensure_ascii=False, indent=1, allow_nan=False)
-            fh.write("\n")
-        if replace:
-            os.replace(tmp, p)
-        else:
-            os.link(tmp, p)  # atomic, and refuses an existing name
-            tmp.unlink()
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return p
+    def dump(fh) -> None:
+        json.dump(result, fh, ensure_ascii=False, indent=1, allow_nan=False)
+        fh.write("\n")
+
+    return write_atomic(path, dump, replace=replace)

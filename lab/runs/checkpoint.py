@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import jsontext
+from lab.errors import LabError
+from lab.security import safe_files
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Checkpoint:
     Each row is flushed as it is written, with the generation seconds of that step, and fsynced at the end of
     every chunk. A torn last line (the process died mid-write) is ignored on reading, so resuming redoes at most
     that one step, and the resumed run's `gen_time_sec` is the sum over its steps, as in an uninterrupted run.
+    The file is never opened through a link (lab.security.safe_files): a link of its name is refused.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -31,7 +34,8 @@ class Checkpoint:
         self._fh = None
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        """Whether an entry has the checkpoint's name (a link too: reading it is then refused)."""
+        return safe_files.entry_exists(self.path)
 
     def read(self) -> tuple[dict | None, list[dict]]:
         """Return (header, rows) written so far."""
@@ -43,7 +47,7 @@ class Checkpoint:
         if not self.exists():
             return None, []
         header, entries = None, []
-        for raw in self.path.read_bytes().splitlines():
+        for raw in safe_files.read_bytes(self.path).splitlines():
             try:
                 obj = jsontext.loads(raw)
             except jsontext.JsonTextError:
@@ -59,9 +63,19 @@ class Checkpoint:
                 header["timings"] = obj["timings"]
         return header, entries
 
+    def read_to_resume(self) -> tuple[dict | None, list[Entry]]:
+        """`read_entries` of a checkpoint this lab wrote: LabError for a file that holds anything but has no
+        checkpoint header (someone else's file is never continued). An empty file (the run died before its
+        header) gives (None, []): start it afresh."""
+        header, entries = self.read_entries()
+        if header is None and (entries or safe_files.read_bytes(self.path).strip()):
+            raise LabError(f"{self.path}: not a checkpoint of a lab run (it has no checkpoint header); it is left "
+                           "untouched: move it away, or pick another run name")
+        return header, entries
+
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("w", encoding="utf-8") as fh:
+        with safe_files.open_file(self.path, "w") as fh:
             fh.write(json.dumps({"header": header}, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -70,7 +84,7 @@ class Checkpoint:
         """Write one finished row (and the seconds its generation took) and flush it: a killed process
         keeps every appended row and its time."""
         if self._fh is None:
-            self._fh = self.path.open("a", encoding="utf-8")
+            self._fh = safe_files.open_file(self.path, "a")
         entry = {"row": row} if gen_sec is None else {"row": row, "gen_sec": round(gen_sec, 6)}
         self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self._fh.flush()

@@ -4,7 +4,9 @@ A name is taken when its result file or its checkpoint exists, when the caller's
 in the store), or when another process is writing it now. Every decision is made under a short folder lock
 (`.lab-runs.lock`), and a claimed run holds an exclusive `flock` on its checkpoint for as long as it runs, so
 two processes (a CLI replay and the lab's Batch tab, two Ray sweeps …) can never write one name at once.
-The result file is then written without replacing anything (unless `overwrite` was asked).
+The result file is then written without replacing anything (unless `overwrite` was asked). Nothing here is
+opened through a link (lab.security.safe_files): a name held by a link, dangling or not, is taken, and a link
+where the user asked to resume or overwrite is refused in one line.
 """
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ from contextlib import contextmanager
 
 from lab.errors import LabError
 from lab.resultfiles.files import write_result_file
+from lab.security import safe_files
 
 FOLDER_LOCK = ".lab-runs.lock"
 PARTIAL = ".partial.jsonl"
+MOVES = 100  # names tried when result files keep appearing while a run is saved
 # taken(final_path) -> why the name is taken (e.g. "a run in the results database"), or None
 TakenFn = Callable[[Path], "str | None"]
 
@@ -33,7 +37,7 @@ class RunNameTaken(LabError):
 def folder_lock(out_dir: Path) -> Iterator[None]:
     """Hold the runs folder's lock while a name is chosen (a fraction of a second)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out_dir / FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = safe_files.open_fd(out_dir / FOLDER_LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -42,8 +46,12 @@ def folder_lock(out_dir: Path) -> Iterator[None]:
 
 
 def _try_lock(path: Path) -> int | None:
-    """An fd holding an exclusive lock on `path`, or None when another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    """An fd holding an exclusive lock on `path`, or None when another process holds it (RunNameTaken for a
+    link or a special file of that name: it is never opened, nor created at a link's target)."""
+    try:
+        fd = safe_files.open_fd(path, os.O_RDWR | os.O_CREAT)
+    except safe_files.LinkRefused as exc:
+        raise RunNameTaken(str(exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -85,11 +93,17 @@ class RunClaim:
             return write_result_file(self.final, result)
         with folder_lock(self.out_dir):
             path = self.final
-            if path.exists():
+            for _ in range(MOVES):
+                if not safe_files.entry_exists(path):
+                    try:
+                        return write_result_file(path, result, replace=False)
+                    except FileExistsError:  # made by a process that takes no folder lock, just now
+                        pass
                 stem = next_free_stem(self.out_dir, self.name, self.suffix) + self.suffix
                 self.note = f"{path.name} appeared while the run was going; saved as {stem}.json instead"
                 path = self.out_dir / f"{stem}.json"
-            return write_result_file(path, result, replace=False)
+            raise RunNameTaken(f"run '{self.name}': {MOVES} names in a row appeared in {self.out_dir} while it was "
+                               "saved; the run's steps are kept in its checkpoint: resume it under another --name")
 
     def release(self) -> None:
         """Let the name go. A checkpoint holding finished steps stays for a later --resume; one holding none
@@ -110,21 +124,34 @@ class RunClaim:
 
 
 def _holds_no_step(checkpoint: Path) -> bool:
-    """True for a checkpoint with at most its header line (nothing to resume)."""
+    """True for a checkpoint with at most its header line (nothing to resume); False for a link or another
+    kind of file of that name (never read, never removed: it is not this lab's)."""
     try:
-        with checkpoint.open("rb") as fh:
+        with safe_files.open_file(checkpoint, "rb") as fh:
             fh.readline()
             return not fh.readline().strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, safe_files.LinkRefused):
         return False
 
 
+def _link_in_the_way(out_dir: Path, stem: str) -> str | None:
+    """The refusal of a link (or special file) holding the run's result or checkpoint name, or None."""
+    for path in (out_dir / f"{stem}{PARTIAL}", out_dir / f"{stem}.json"):
+        problem = safe_files.link_problem(path)
+        if problem is not None:
+            return problem
+    return None
+
+
 def _why_taken(out_dir: Path, stem: str, taken: TakenFn | None) -> str | None:
+    """Why the run name `stem` is not free: any entry of its checkpoint's or result's name (a dangling link
+    too), or the caller's `taken`; None when it is free."""
     final, partial = out_dir / f"{stem}.json", out_dir / f"{stem}{PARTIAL}"
-    if partial.exists():
-        return f"{partial.name} holds an interrupted run"
-    if final.exists():
-        return f"{final.name} holds a finished run"
+    for path, held in ((partial, "holds an interrupted run"), (final, "holds a finished run")):
+        if safe_files.link_problem(path) is not None:
+            return f"{path.name} is a symbolic link or special file"
+        if safe_files.entry_exists(path):
+            return f"{path.name} {held}"
     return taken(final) if taken is not None else None
 
 
@@ -152,7 +179,10 @@ def claim_run(out_dir: str | os.PathLike, name: str, *, suffix: str = "", resume
     with folder_lock(out):
         stem = name + suffix
         checkpoint = out / f"{stem}{PARTIAL}"
-        if checkpoint.exists():
+        link = _link_in_the_way(out, stem)
+        if link is not None and (explicit or resume or overwrite):
+            raise RunNameTaken(f"run '{name}': {link}")
+        if link is None and safe_files.entry_exists(checkpoint):
             fd = _try_lock(checkpoint)
             if fd is None:
                 if explicit or resume or overwrite:
@@ -169,7 +199,7 @@ def claim_run(out_dir: str | os.PathLike, name: str, *, suffix: str = "", resume
         if why is None or overwrite:
             return RunClaim(out, stem, suffix, overwrite=overwrite, _fd=_lock_new(checkpoint))
         if explicit:
-            hint = ("pass --resume to continue it, " if checkpoint.exists() else "") + \
+            hint = ("pass --resume to continue it, " if safe_files.entry_exists(checkpoint) else "") + \
                    "pass --overwrite to replace it, or pick another --name"
             raise RunNameTaken(f"run '{name}' is taken in {out} ({why}); {hint}")
         return _claim_new(out, name, suffix, taken, why)

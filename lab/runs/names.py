@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.engines.common import EngineBase
+from lab.security.safe_files import entry_exists, link_problem
 
 
 def safe_run_name(engine: EngineBase, out_dir: Path, wanted: str | None) -> str:
@@ -19,7 +20,10 @@ def safe_run_name(engine: EngineBase, out_dir: Path, wanted: str | None) -> str:
 
 
 def finished_run_file(out_dir: Path, stem: str) -> Path | None:
-    """The result file of a finished run named `stem` (None when there is none, or it is still resumable)."""
+    """The result file of a finished run named `stem`: a regular file, not a link (None when there is none, or it
+    is still resumable)."""
     final = out_dir / f"{stem}.json"
-    return final if final.is_file() and not (out_dir / f"{stem}.partial.jsonl").exists() else None
+    if link_problem(final) is not None or not final.is_file():
+        return None
+    return None if entry_exists(out_dir / f"{stem}.partial.jsonl") else final
 

@@ -30,7 +30,7 @@ from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.pipeline import parse_reference, render_for_engine
-from lab.runs.replay import run_file_name, utc_timestamp
+from lab.runs.replay import run_file_name, user_run_name, utc_timestamp
 
 KIND = "tb2lite-reference-likelihood"
 FORMAT_VERSION = 1
@@ -120,13 +120,13 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
     checkpoint = Checkpoint(claim.checkpoint)
     header = _header(engine, config, steps)
     done: dict[str, dict] = {}
-    if claim.resumed:
-        old, rows = checkpoint.read()
-        if old is not None and {k: old.get(k) for k in header} != header:
+    old, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
+    if old is not None:
+        if {k: old.get(k) for k in header} != header:
             raise LabError(f"{checkpoint.path}: the checkpoint is of another run (engine, steps or replay differ); "
                            "remove it or drop --resume")
-        done = {f"{r.get('task_id')}/{r.get('step_idx')}": r for r in rows}
-    else:
+        done = {f"{e.row.get('task_id')}/{e.row.get('step_idx')}": e.row for e in entries}
+    else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
     total = len(steps)
     if progress:
@@ -153,8 +153,8 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
         "engine_spec": engine.spec,
         "model_path": model_path,
         "lora_path": info.lora,
-        "model_short": ((claim.name if config.run_name else None) or model_path.rstrip("/").split("/")[-1]
-                        or engine.kind),
+        "model_short": (user_run_name(engine, config.run_name, config.name_given, claim.name)
+                        or model_path.rstrip("/").split("/")[-1] or engine.kind),
         "contract": engine.contract,
         "eval_path": config.eval_path,
         "replay_sha256": config.replay_fingerprint,

@@ -93,6 +93,12 @@ def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     return stem[:limit].rstrip("-")
 
 
+def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
+    """The run's name when the user chose it (`--name`, `name=` in the SPEC, a training run's name): the name its
+    file got (`claimed`), which the store shows; None when the lab made the name up."""
+    return claimed if name_given or engine.name_given or config_run_name else None
+
+
 def utc_timestamp() -> str:
     """Naive UTC ISO timestamp without `Z` (SPEC §8)."""
     return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -120,8 +126,9 @@ def replay(
     if claim.note and config.notify is not None:
         config.notify(claim.note)
     try:
-        if config.run_name and claim.name != config.run_name:
-            config = replace(config, run_name=claim.name)
+        named = user_run_name(engine, config.run_name, config.name_given, claim.name)
+        if named != config.run_name:
+            config = replace(config, run_name=named)
         return _replay_claimed(engine, steps, config, claim, progress, stop, meter)
     finally:
         claim.release()
@@ -156,15 +163,16 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     done: dict[str, dict] = {}
     gen_secs: dict[str, float | None] = {}  # generation seconds of each finished step
     header = _header(engine, config, sampling, steps)
-    if claim.resumed:
-        old_header, entries = checkpoint.read_entries()
+    old_header, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
+    if old_header is not None:
         _check_same_run(checkpoint.path, old_header, header)
         for entry in entries:
             key = f"{entry.row.get('task_id')}/{entry.row.get('step_idx')}"
             done[key], gen_secs[key] = entry.row, entry.gen_sec
         validate_rows(list(done.values()), str(checkpoint.path))
-        header["timings"] = (old_header or {}).get("timings", {"gen_time_sec": 0.0})
-    else:
+        timings = old_header.get("timings")
+        header["timings"] = timings if isinstance(timings, dict) else {"gen_time_sec": 0.0}
+    else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
 
     todo = [i for i, s in enumerate(steps) if s.key not in done]
@@ -251,11 +259,9 @@ def _describe_change(key: str, old: object, new: object) -> str:
     return f"{RESUME_LABELS.get(key, key)}: {old!r} then, {new!r} now"
 
 
-def _check_same_run(path: Path, old: dict | None, new: dict) -> None:
+def _check_same_run(path: Path, old: dict, new: dict) -> None:
     """Refuse to resume a checkpoint written by another engine, sampling, scorer, replay source or
     step selection; the message says what differs. (Keys a checkpoint lacks are not compared.)"""
-    if old is None:
-        return
     changed = [k for k in RESUME_KEYS if k in old and old.get(k) != new.get(k)]
     if changed:
         raise LabError(
@@ -374,5 +380,7 @@ def _result(
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
         # and a selection limited on purpose (--limit, --tasks) against the steps it chose: complete, not partial
         **({"selection": {**config.selection, "steps": header["steps"]}} if config.selection else {}),
+        # the name the user gave the run: the name the store shows (lab.store.names.display_name)
+        **({"run_name": config.run_name} if config.name_given or engine.name_given else {}),
         **config.extra,
     }

@@ -25,6 +25,7 @@ from typing import Any, Callable, Hashable, Iterator
 import duckdb
 
 from lab.errors import LabError
+from lab.security.safe_files import LinkRefused, touch
 from lab.settings import env_number
 
 DEFAULT_LINGER_SEC = 10.0
@@ -94,9 +95,9 @@ class Connector:
                             "lab process is using it); try again, or raise LAB_DB_TIMEOUT"
                         ) from None
                 try:
-                    self.waiting_marker.touch()  # refreshed while waiting; a stale one is ignored
+                    touch(self.waiting_marker)  # refreshed while waiting; a stale one is ignored; never through a link
                     marked = True
-                except OSError:
+                except (OSError, LinkRefused):
                     pass
                 time.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from lab.errors import LabError
+from lab.security.visitor_writes import refusal
 from lab.store.connection import Connector, ReadCache
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -75,7 +76,10 @@ class Store:
         # (file, reason) of every result file under results/ the last open could not import
         self.import_problems: list[tuple[str, str]] = []
         self.cache = ReadCache()
-        self.refuse_writes: str | None = None  # set (to the reason) when visitors may only read
+        # set (to the reason) while the store serves visitors: a write goes through only when it is of a kind the
+        # owner opened to them (`visitor_kinds`, marked with `writes(kind)`: lab.security.visitor_writes)
+        self.refuse_writes: str | None = None
+        self.visitor_kinds: frozenset[str] = frozenset()
         self._derived = threading.local()
         self.equiv_contexts: dict = {}  # step key -> EquivContext (cwd) for equiv_f1, set by open_store
         # equiv_f1 columns: filled right after each import, or (defer_equiv) left pending for a
@@ -84,19 +88,33 @@ class Store:
         self.equiv_filler: Any = None
 
     def _check_writable(self) -> None:
-        if self.refuse_writes and not getattr(self._derived, "on", False):
+        if not self.refuse_writes or getattr(self._derived, "on", False):
+            return
+        kind = getattr(self._derived, "kind", None)
+        if kind is None:
             raise LabError(self.refuse_writes)
+        if kind not in self.visitor_kinds:
+            raise LabError(refusal(kind))
 
     @contextmanager
-    def derived_writes(self) -> Iterator["Store"]:
-        """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
-        step flags) even where `refuse_writes` blocks what visitors write."""
-        before = getattr(self._derived, "on", False)
-        self._derived.on = True
+    def _in_thread(self, name: str, value: object) -> Iterator["Store"]:
+        """Set this thread's `name` (of the write marks) to `value` for the block."""
+        before = getattr(self._derived, name, None)
+        setattr(self._derived, name, value)
         try:
             yield self
         finally:
-            self._derived.on = before
+            setattr(self._derived, name, before)
+
+    def writes(self, kind: str) -> AbstractContextManager["Store"]:
+        """Mark this thread's writes in the block as `kind` (annotations, slices, series, whatif: the kinds of
+        lab.security.visitor_writes): while the store serves visitors they go through only if that kind is open."""
+        return self._in_thread("kind", kind)
+
+    def derived_writes(self) -> AbstractContextManager["Store"]:
+        """Allow, in this thread, writes of data the lab derives from stored runs (e.g. triage's
+        step flags) even where `refuse_writes` blocks what visitors write."""
+        return self._in_thread("on", True)
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self, kind: str, sql: str, params, fetch):

@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 
 RULES_PATH = Path(__file__).with_name("name_rules.yaml")
+MAX_GIVEN_NAME = 200  # characters of a user-given run name the store keeps (the lab's own limit is 120)
+CONTROL_RX = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,22 @@ def training_method_of(text: str) -> str:
     return rules.default_training_method
 
 
+def user_given_name(result: dict) -> str | None:
+    """The name the user gave a lab run (`run_name`: --name, `name=` in its SPEC, a training run's name), its
+    whitespace and control characters folded to single spaces; None when the lab chose the name."""
+    chosen = result.get("run_name")
+    text = " ".join(CONTROL_RX.sub(" ", chosen).split())[:MAX_GIVEN_NAME] if isinstance(chosen, str) else ""
+    return text or None
+
+
 def display_name(result: dict, short_to_repo: dict[str, str] | None = None) -> str:
-    """SPEC §9 display name: known short name → repo; model_path unless absolute;
-    directory name (+ " (checkpoint-N)"), unless a lab run (`engine_spec`) was given its own name;
-    else model_short. A LoRA adapter is appended
-    as " + LoRA <name>" so adapter runs on one base stay apart."""
+    """The name the user gave the run, shown as given (`user_given_name`); else SPEC §9's display name: known
+    short name → repo; model_path unless absolute; directory name (+ " (checkpoint-N)"), unless a lab run
+    (`engine_spec`) was given its own name; else model_short. A LoRA adapter is appended as " + LoRA <name>"
+    (not to a name the user gave) so adapter runs on one base stay apart."""
+    given = user_given_name(result)
+    if given is not None:
+        return given
     short = str(result.get("model_short") or result.get("model") or "")
     model_path = str(result.get("model_path") or "")
     if short_to_repo and short in short_to_repo:

@@ -4,7 +4,8 @@ A run's series comes from a placement when someone put it in one (lab/store/seri
 the base model included, at a given position), else from the published catalogue when it is a published
 run (ECHO RLVR raw, continue, parent run, KoHRM epochs …), else from its name: the file name with
 `checkpoint-N` taken out (name_rules.yaml's checkpoint pattern), or, for a file named just `checkpoint-N`,
-the folder that holds the checkpoint, for runs that have a checkpoint step. Series need two runs.
+the folder that holds the checkpoint, for runs that have a checkpoint step. The plots and the Triage picker
+show series of two runs or more; `series list` shows series of one too.
 A run without a score is a gap in the plot, never a 0.
 """
 from __future__ import annotations
@@ -28,8 +29,9 @@ def _published_table_exists(store: Store) -> bool:
     return bool(store.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'published_runs'"))
 
 
-def series_frame(store: Store) -> pd.DataFrame:
-    """run_id, name, series, x_kind, x, score, steps of every run in a series of ≥ 2 runs, by series and x."""
+def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
+    """run_id, name, series, x_kind, x, score, steps of every run in a series of at least `min_runs` runs, by
+    series and x."""
     published = _published_table_exists(store)
     join = "LEFT JOIN published_runs p USING (run_id)" if published else ""
     cols = "p.series AS pub_series, p.x_kind AS pub_x_kind, p.x AS pub_x" if published else \
@@ -59,7 +61,7 @@ def series_frame(store: Store) -> pd.DataFrame:
     if out.empty:
         return out
     sizes = out.groupby("series")["run_id"].transform("count")
-    return out[sizes >= 2].sort_values(["series", "x", "name"]).reset_index(drop=True)
+    return out[sizes >= min_runs].sort_values(["series", "x", "name"]).reset_index(drop=True)
 
 
 def _name_series(rx: re.Pattern, path: str, model_path: object) -> str:
@@ -73,6 +75,12 @@ def _name_series(rx: re.Pattern, path: str, model_path: object) -> str:
     if len(parts) >= 2 and rx.fullmatch(parts[-1]):
         return parts[-2]
     return stem
+
+
+def known_series(store: Store) -> set[str]:
+    """The name of every series in the store now, a series of one run included."""
+    frame = series_frame(store, min_runs=1)
+    return set(frame["series"]) if not frame.empty else set()
 
 
 def series_runs(store: Store) -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lab.errors import LabError
 from lab.store.db import Store
 
 
@@ -13,12 +14,13 @@ def add_series_arguments(sub) -> None:
     act = p.add_subparsers(dest="series_command", required=True)
     join = act.add_parser("join", help="place RUN (run id or name) in SERIES at a position (the base model: 0)")
     join.add_argument("run", metavar="RUN", help="the run: its id or name (python -m lab results list)")
-    join.add_argument("series", metavar="SERIES", help="the series name (new or existing)")
+    join.add_argument("series", metavar="SERIES", help="the series name (python -m lab results series list)")
     join.add_argument("--at", required=True, metavar="N", help="position: checkpoint step or epoch (whole number)")
     join.add_argument("--epoch", action="store_true", help="the position is an epoch, not a checkpoint step")
+    join.add_argument("--new", action="store_true", help="start SERIES with this run (a series not in the store yet)")
     leave = act.add_parser("leave", help="take RUN's placement away (its name or the catalogue give its series again)")
     leave.add_argument("run", metavar="RUN", help="the run: its id or name")
-    act.add_parser("list", help="the series of the store and their runs in order")
+    act.add_parser("list", help="the series of the store (series of one run too) and their runs in order")
     show = act.add_parser("show", help="SERIES point by point against its first point (CSV)")
     show.add_argument("series", metavar="SERIES", help="the series name (python -m lab results series list)")
 
@@ -26,19 +28,17 @@ def add_series_arguments(sub) -> None:
 def run_series(store: Store, args: argparse.Namespace) -> int:
     from lab.store.run_lookup import find_run
     from lab.store.series import series_frame
-    from lab.store.series_members import join_series, leave_series
+    from lab.store.series_members import leave_series
 
     cmd = args.series_command
     if cmd == "join":
-        series, x, kind = join_series(store, find_run(store, args.run), args.series, args.at,
-                                      "epoch" if args.epoch else "checkpoint step")
-        print(f"placed in {series} at {kind} {x}")
+        print(_join(store, find_run(store, args.run), args))
         return 0
     if cmd == "leave":
         print("taken out" if leave_series(store, find_run(store, args.run)) else "it had no placement")
         return 0
     if cmd == "list":
-        frame = series_frame(store)
+        frame = series_frame(store, min_runs=1)
         frame[["series", "x_kind", "x", "name", "run_id", "score", "ref_nll"]].to_csv(sys.stdout, index=False)
         return 0
     from lab.store.series_stats import adjustment_note, series_stats, series_table
@@ -49,3 +49,24 @@ def run_series(store: Store, args: argparse.Namespace) -> int:
     for note in stats.notes:
         print(f"# {note}")
     return 0
+
+
+def _join(store: Store, run_id: str, args: argparse.Namespace) -> str:
+    """Place the run; a series not in the store needs --new (a typo never moves a run out of its series), and
+    --new a series that is not there yet. The line says where the run is now and where it was."""
+    from lab.store.series import series_frame
+    from lab.store.series_members import join_series, series_name
+
+    name = series_name(args.series)
+    frame = series_frame(store, min_runs=1)
+    exists = bool((frame["series"] == name).any()) if not frame.empty else False
+    if not exists and not args.new:
+        raise LabError(f"no series '{name}' in the store: pass --new to start it with this run, or give one of "
+                       "`python -m lab results series list`")
+    if exists and args.new:
+        raise LabError(f"series '{name}' is in the store already: drop --new to place the run in it")
+    before = frame.loc[frame["run_id"] == run_id, "series"] if not frame.empty else frame
+    series, x, kind = join_series(store, run_id, name, args.at, "epoch" if args.epoch else "checkpoint step")
+    was = str(before.iloc[0]) if len(before) and before.iloc[0] != series else None
+    line = f"{'started series' if args.new else 'placed in'} {series} at {kind} {x}"
+    return line + (f" (it was in series {was})" if was else "")

@@ -29,15 +29,21 @@ def placements(store: Store) -> dict[str, tuple[str, int, str]]:
             store.rows("SELECT run_id, series, x, x_kind FROM series_members")}
 
 
-def join_series(store: Store, run_id: str, series: str, position: int | float | str,
-                x_kind: str = "checkpoint step") -> tuple[str, int, str]:
-    """Place run `run_id` in `series` at `position` (replacing an earlier placement of that run);
-    LabError naming what is wrong with the input."""
-    series = " ".join(str(series or "").split())
+def series_name(text: object) -> str:
+    """A series name as stored: its words joined by single spaces; LabError when empty or too long."""
+    series = " ".join(str(text or "").split())
     if not series:
         raise LabError("series name is empty: give the series the run joins")
     if len(series) > MAX_SERIES_NAME:
         raise LabError(f"series name is longer than {MAX_SERIES_NAME} characters")
+    return series
+
+
+def join_series(store: Store, run_id: str, series: str, position: int | float | str,
+                x_kind: str = "checkpoint step") -> tuple[str, int, str]:
+    """Place run `run_id` in `series` at `position` (replacing an earlier placement of that run);
+    LabError naming what is wrong with the input."""
+    series = series_name(series)
     shown = repr(position) if len(str(position)) <= 40 else repr(f"{str(position)[:40]}…")
     try:
         x = float(position)
@@ -50,7 +56,7 @@ def join_series(store: Store, run_id: str, series: str, position: int | float | 
     if not store.rows("SELECT 1 FROM runs WHERE run_id = ?", [str(run_id)]):
         raise LabError(f"no run '{run_id}' in the store; pick a run from the list")
     ensure_table(store)
-    with store.transaction() as cur:
+    with store.writes("series"), store.transaction() as cur:
         cur.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
         cur.execute("INSERT INTO series_members VALUES (?, ?, ?, ?, ?)",
                     [str(run_id), series, int(x), x_kind, datetime.now(timezone.utc).replace(tzinfo=None)])
@@ -63,5 +69,6 @@ def leave_series(store: Store, run_id: str) -> bool:
     ensure_table(store)
     if not store.rows("SELECT 1 FROM series_members WHERE run_id = ?", [str(run_id)]):
         return False
-    store.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
+    with store.writes("series"):
+        store.execute("DELETE FROM series_members WHERE run_id = ?", [str(run_id)])
     return True

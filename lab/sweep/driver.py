@@ -129,7 +129,7 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
                     return
             job.missing = ray.get(actor.missing.remote([s.key for s in job.steps]))
             checkpoint = Checkpoint(claimed[0].checkpoint)
-            header, entries = (checkpoint.read_entries() if (claimed[0].resumed or job.replacements)
+            header, entries = (checkpoint.read_to_resume() if (claimed[0].resumed or job.replacements)
                                and checkpoint.exists() else (None, []))
             report(job, done=len(entries), state=states.RUNNING)
             for ref in actor.run.options(num_returns="streaming").remote(job.steps, job.options, header, entries):
@@ -167,7 +167,8 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
             report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
             return
         except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
-            report(job, error=f"{job.spec}: {type(exc).__name__}: {exc}", state=states.FAILED)
+            why = str(exc) if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
+            report(job, error=f"{job.spec}: {why}", state=states.FAILED)
             return
         finally:
             if checkpoint is not None:

@@ -38,7 +38,7 @@ def add_annotation(
     if len(note or "") > MAX_NOTE_CHARS:
         raise LabError(f"annotation: the note has {len(note)} characters; keep it under {MAX_NOTE_CHARS}")
     ensure_triage_schema(store)
-    with write_transaction(store) as cur:
+    with write_transaction(store, "annotations") as cur:
         exists = cur.execute(
             "SELECT count(*) FROM steps WHERE run_id = ? AND step_key = ?", [run_id, step_key]
         ).fetchone()[0]
@@ -61,7 +61,7 @@ def add_annotation(
 
 def delete_annotation(store: Any, annotation_id: int) -> None:
     """Remove one annotation by id."""
-    with write_transaction(store) as cur:
+    with write_transaction(store, "annotations") as cur:
         cur.execute("DELETE FROM annotations WHERE id = ?", [int(annotation_id)])
 
 

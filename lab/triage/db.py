@@ -29,9 +29,14 @@ def query_dicts(store: Store, sql: str, params: Sequence[Any] | None = None) -> 
 
 
 @contextmanager
-def write_transaction(store: Store) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A cursor inside the store's BEGIN … COMMIT (writes are serialized by the store)."""
-    with store.transaction() as cur:
+def write_transaction(store: Store, kind: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor inside the store's BEGIN … COMMIT (writes are serialized by the store); `kind` names what a
+    visitor's click writes (annotations, slices: lab.security.visitor_writes), None the lab's own data."""
+    if kind is None:
+        with store.transaction() as cur:
+            yield cur
+        return
+    with store.writes(kind), store.transaction() as cur:
         yield cur
 
 

@@ -19,7 +19,7 @@ def save_slice(store: Any, name: str, spec: SliceSpec, author: str = "") -> None
         raise LabError(f"slice name {name!r}: use 1-80 letters, digits, spaces or . : / + - _")
     spec.validate()
     ensure_triage_schema(store)
-    with write_transaction(store) as cur:
+    with write_transaction(store, "slices") as cur:
         cur.execute("DELETE FROM saved_slices WHERE name = ?", [name])
         cur.execute(
             "INSERT INTO saved_slices (name, spec_json, author, created_at) VALUES (?, ?, ?, ?)",
@@ -43,5 +43,5 @@ def list_slices(store: Any) -> list[str]:
 
 
 def delete_slice(store: Any, name: str) -> None:
-    with write_transaction(store) as cur:
+    with write_transaction(store, "slices") as cur:
         cur.execute("DELETE FROM saved_slices WHERE name = ?", [name])

@@ -48,18 +48,20 @@ class DuckWhatIfStore:
     def save_edit(self, whatif: WhatIf) -> str:
         """Insert the edit (once: the same edit saved again keeps its first row); returns its id."""
         check_whatif(whatif)
-        self.store.execute(
-            "INSERT INTO whatif_edits VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [whatif.edit_id, whatif.step_key, whatif.fields, json.dumps([e.to_dict() for e in whatif.edits]),
-             whatif.note, whatif.created_by, _now()],
-        )
+        with self.store.writes("whatif"):
+            self.store.execute(
+                "INSERT INTO whatif_edits VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [whatif.edit_id, whatif.step_key, whatif.fields, json.dumps([e.to_dict() for e in whatif.edits]),
+                 whatif.note, whatif.created_by, _now()],
+            )
         return whatif.edit_id
 
     def save_result(self, result: WhatIfResult) -> None:
         rec = {**result.record(), "command_f1": result.f1, "created_at": result.created_at}
         values = [json.dumps(rec[c]) if c in ("pred_units", "ref_units", "metrics") else rec[c] for c in RESULT_COLUMNS]
         cols = ", ".join(RESULT_COLUMNS)
-        self.store.execute(f"INSERT INTO whatif_results ({cols}) VALUES ({', '.join('?' * len(values))})", values)
+        with self.store.writes("whatif"):
+            self.store.execute(f"INSERT INTO whatif_results ({cols}) VALUES ({', '.join('?' * len(values))})", values)
 
     def edits(self, step_key: str | None = None) -> list[WhatIf]:
         rows = self.store.dicts(

@@ -133,8 +133,10 @@ def test_visitors_tags_and_notes_are_off_unless_the_owner_allows(tmp_path, monke
     monkeypatch.setenv("LAB_PUBLIC_ANNOTATIONS", "1")
     ctx.store.refuse_writes = None
     apply_public_policy(ctx)
-    assert ctx.store.refuse_writes is None
+    assert ctx.store.visitor_kinds == {"annotations", "slices"}  # tags, notes, slices: not series, not the rest
     assert add_annotation(ctx.store, run_id, key, "wrong-path", "a note") > 0
+    with pytest.raises(LabError, match="does not let visitors write"):
+        ctx.store.execute("DELETE FROM runs")
     ctx.store.close()
 
 

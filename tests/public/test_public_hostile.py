@@ -234,11 +234,13 @@ def test_visitor_cannot_download_or_replace_the_replay(engines_lab):
     assert any("does not let visitors" in text for text in logs), messages
 
 
-def private_call(url: str, fn_index: int, data: list, trigger: int, session: str) -> list[dict]:
+def private_call(url: str, fn_index: int, data: list, trigger: int, session: str,
+                 event_data: dict | None = None) -> list[dict]:
     """Call an event that has no API name as a browser does (gradio_client refuses those):
     queue/join, then read the session's event stream until the event completes."""
     joined = httpx.post(f"{url}gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "trigger_id": trigger,
-                                                            "session_hash": session, "event_data": None}, timeout=30)
+                                                            "session_hash": session, "event_data": event_data},
+                        timeout=30)
     assert joined.status_code == 200, joined.text
     messages = []
     with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, timeout=60) as stream:

@@ -1,9 +1,9 @@
 """What a public deployment (SPACE_ID or LAB_PUBLIC=1) lets visitors do, and the server limits.
 
 Visitors browse, compare, filter and export. They cannot write to results/ or the results
-store (no batch runs; tags, notes and saved slices only with LAB_PUBLIC_ANNOTATIONS=1), cannot
-upload, and the engines they add are theirs alone (lab.visitors). The owner's local lab is
-unchanged.
+store (no batch runs; tags, notes and saved slices only with LAB_PUBLIC_ANNOTATIONS=1, series
+placements only with LAB_PUBLIC_SERIES=1: lab.security.visitor_writes), cannot upload, and the
+engines they add are theirs alone (lab.visitors). The owner's local lab is unchanged.
 """
 from __future__ import annotations
 

@@ -264,13 +264,33 @@ def open_row(open_in_compare: Any, df: pd.DataFrame | None, evt: gr.SelectData, 
 
 
 # ---- baseline vs candidate, flips ------------------------------------------------------------------
+def picked_pair(ctx: LabContext, base: str | None, cand: str | None) -> tuple[str, str]:
+    """The run ids of the baseline and candidate pickers, whose values may be typed (a run id or a name);
+    LabError when one is not found, or both name the same run (never a run compared with itself)."""
+    from lab.store.run_lookup import find_run
+
+    ids = []
+    for role, value in (("baseline", base), ("candidate", cand)):
+        text = str(value or "").strip()
+        if not text:
+            raise LabError("pick a baseline and a candidate run")
+        try:
+            with ctx._store_lock:
+                ids.append(find_run(ctx.store, text))
+        except LabError:
+            shown = text if len(text) <= 80 else f"{text[:80]}…"
+            raise LabError(f"{role} '{shown}': no run of that id or name is in the store; pick one from the "
+                           "list") from None
+    if ids[0] == ids[1]:
+        raise LabError(f"baseline and candidate are the same run ({ids[0]}): pick another candidate")
+    return ids[0], ids[1]
+
+
 def compare_pair(ctx: LabContext, base: str | None, cand: str | None, which: str) -> tuple:
     """The steps where baseline and candidate differ (`which` way), the line about them, Δ with its
     interval, and the tasks that carry it."""
-    if not base or not cand:
-        gr.Warning("pick a baseline and a candidate run")
-        return gr.update(), gr.update(), gr.update(), gr.update()
     try:
+        base, cand = picked_pair(ctx, base, cand)
         df = disagreement(ctx.store, base, cand, which)
         header, tasks = paired_view(ctx, base, cand)
     except LabError as exc:
@@ -287,10 +307,8 @@ def open_pair_row(open_in_compare: Any, df: pd.DataFrame, base: str | None, cand
 
 def export_pairs(ctx: LabContext, base: str | None, cand: str | None, min_margin: Any, *values: Any) -> str | None:
     """Preference pairs (DPO) of baseline vs candidate within the filters' slice, as a JSONL file."""
-    if not base or not cand:
-        gr.Warning("pick a baseline and a candidate run")
-        return None
     try:
+        base, cand = picked_pair(ctx, base, cand)
         spec = spec_from_inputs(*values)
         spec.run_ids = []  # the pair's two runs replace the slice's runs
         messages = {s.key: s.messages for s in ctx.replay.steps} if ctx.replay else None

@@ -97,7 +97,8 @@ def series_view(ctx: LabContext, name: str, slice_name: str | None):
 def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, tab: gr.Tab) -> None:
     """Picking a series fills the flip table's runs (in checkpoint order) and draws that series; placing a
     run refreshes both. Opening the tab (or the page) lists the slices and runs saved since."""
-    from lab.store.series_members import join_series, leave_series
+    from lab.store.series import known_series
+    from lab.store.series_members import join_series, leave_series, series_name
 
     def fresh():
         return gr.update(choices=slice_choices(ctx)), gr.update(choices=run_choices(ctx))
@@ -126,12 +127,17 @@ def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, t
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
         try:
             with ctx._store_lock:
+                new = series_name(name) not in known_series(ctx.store)
                 series, x, x_kind = join_series(ctx.store, run_id, name, position, kind)
         except LabError as exc:
             gr.Warning(str(exc))
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
-        gr.Info(f"placed in {series} at {x_kind} {x}")
-        return (gr.update(choices=series_choices(ctx), value=series), *on_pick(series, slice_name))
+        choices = series_choices(ctx)
+        shown = series in {c[1] for c in choices}
+        gr.Info(f"started a new series {series} at {x_kind} {x}" + ("" if shown else " (the picker lists it once a "
+                "second run joins)") if new else f"placed in {series} at {x_kind} {x}")
+        return (gr.update(choices=choices, value=series if shown else None),
+                *(on_pick(series, slice_name) if shown else (gr.update(), None, "", None, gr.update(value=series))))
 
     def on_leave(run_id: str | None, name: str, slice_name: str | None):
         if not run_id:

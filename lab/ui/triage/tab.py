@@ -126,8 +126,8 @@ def filter_panel(choices: Choices) -> FilterPanel:
                   confidently_wrong]  # fmt: skip
         with gr.Row():
             apply_btn = gr.Button("Apply filters", variant="primary", elem_id="triage-apply")
-            slice_name = gr.Textbox(label="Slice name", scale=2)
-            save_btn = gr.Button("Save slice")
+            slice_name = gr.Textbox(label="Slice name", scale=2, elem_id="triage-slice-name")
+            save_btn = gr.Button("Save slice", elem_id="triage-save-slice")
             saved = gr.Dropdown(choices.slices, label="Saved slices", scale=2)
             open_btn = gr.Button("Open slice")
         share = gr.Textbox(label="Share this slice (URL)", interactive=False, buttons=["copy"], elem_id="triage-share")
@@ -189,8 +189,10 @@ def pair_panel(choices: Choices) -> PairPanel:
     """The baseline-vs-candidate accordion."""
     with gr.Accordion("Baseline vs candidate", open=False):
         with gr.Row():
-            baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline")
-            candidate = gr.Dropdown(choices.runs, label="Candidate", elem_id="triage-candidate")
+            # a typed name reaches the handler, which finds the run or says it is not found
+            baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline", allow_custom_value=True)
+            candidate = gr.Dropdown(choices.runs, value=choices.runs[1][1] if len(choices.runs) > 1 else None,
+                                    label="Candidate", elem_id="triage-candidate", allow_custom_value=True)
             view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
             diff_btn = gr.Button("Compare runs")
         diff_header = gr.HTML(elem_id="triage-diff-header")  # Δ with its interval: the verdict, not one step
