@@ -24,6 +24,7 @@ from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, 
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
+from lab.runs.template_hash import template_sha256
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
 from lab.tb2lite import CORRECTED
@@ -142,6 +143,7 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     prompts = [render_for_engine(engine, s) for s in steps]
     generates = not engine.answers_from_data  # else the prompt is rendered for display only: a raw fallback is no reason to stop
     meta = template_metadata(prompts, prompt_options_of(engine))
+    meta["template_sha256"] = template_sha256(engine)  # the template as one hash: comparisons check it
     if generates and not config.allow_raw_fallback and not meta.get("rank_eligible", True):
         raise RawFallbackError(
             f"{engine.spec}: {meta['template_status_counts'].get('raw_fallback', 0)} prompts fell back to raw text "
@@ -368,6 +370,9 @@ def _result(
         "engine_spec": engine.spec,
         "contract": engine.contract,
         "lab_version": __version__,
+        # what a comparison checks before it calls two runs comparable (lab.resultfiles.run_settings)
+        **({"replay_sha256": config.replay_fingerprint} if config.replay_fingerprint else {}),
+        **({"selection": config.selection} if config.selection else {}),
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
         # the name the user gave the run: the name the store shows (lab.store.names.display_name)
