@@ -81,16 +81,25 @@ def default_run_name(engine: EngineBase) -> str:
     return name if name.endswith(tag) else f"{name}-{tag}"
 
 
+def _stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+
+
+def check_run_name_length(explicit: str | None) -> None:
+    """LabError when a run name the user gives is longer than `run_name_max` (checked before any engine
+    loads, so `--name` is an input error like any other: exit 2)."""
+    limit = run_name_max()
+    if explicit and len(_stem(explicit)) > limit:
+        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
+                       "(it becomes the result file's name)")
+
+
 def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
-    name = explicit or default_run_name(engine)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
-    limit = run_name_max()
-    if len(stem) > limit and explicit:
-        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
-                       "(it becomes the result file's name)")
-    return stem[:limit].rstrip("-")
+    check_run_name_length(explicit)
+    stem = _stem(explicit or default_run_name(engine)) or engine.kind
+    return stem[:run_name_max()].rstrip("-")
 
 
 def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
