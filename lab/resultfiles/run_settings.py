@@ -54,9 +54,9 @@ def load_settings_table(path: Path = SETTINGS_PATH) -> SettingsTable:
     return SettingsTable(specs, ignore, int(raw.get("shown", 6)))
 
 
-def setting_names() -> list[str]:
-    """The settings a comparison reads, in order (the choices of `--allow-mismatch`)."""
-    return list(load_settings_table().specs)
+def answer_changing_names() -> list[str]:
+    """The settings whose difference can change the answers, in order (the choices of `--allow-mismatch`)."""
+    return [name for name, spec in load_settings_table().specs.items() if spec.changes_answers]
 
 
 def _spec_kind(value: Any) -> Any:

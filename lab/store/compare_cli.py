@@ -30,7 +30,7 @@ PublishedPath = Callable[[str, Settings], str | None]  # ref, settings -> a publ
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from lab.resultfiles.run_settings import setting_names
+    from lab.resultfiles.run_settings import answer_changing_names
     from lab.store.paired import load_metrics
 
     parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
@@ -41,9 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="gate: exit 1 when the candidate is worse by more than this with 95 %% confidence "
                              "(the interval's upper end below -POINTS; 0: any significant drop), else 0. Without "
                              "it the command is a look and exits 0 whatever it finds")
-    parser.add_argument("--allow-mismatch", action="append", default=[], metavar="SETTING", choices=setting_names(),
+    parser.add_argument("--allow-mismatch", action="append", default=[], metavar="SETTING",
+                        choices=answer_changing_names(),
                         help="gate anyway when the runs differ in this setting, one that changes answers "
-                             "(repeatable; one of: %(choices)s)")
+                             "(repeatable)")
     parser.add_argument("--replay", default=None, metavar="JSONL",
                         help="the replay file whose step screens give equiv F1 its working directories "
                              "(default: $LAB_REPLAY, else the cached download)")
