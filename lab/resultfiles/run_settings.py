@@ -226,7 +226,7 @@ def compare_settings(baseline: RunSettings, candidate: RunSettings) -> SettingsD
         a, b = baseline.values.get(spec.name), candidate.values.get(spec.name)
         if (a is None or b is None) and spec.fallback == "step_set":
             if baseline.steps != candidate.steps:
-                differ.append(SettingDifference(spec.name, f"{spec.label} (sha256 not recorded; step sets)",
+                differ.append(SettingDifference(spec.name, f"{spec.label} steps (no sha256 recorded)",
                                                 baseline.steps, candidate.steps, changes))
             elif a is not None or b is not None:
                 unknown.append(f"{spec.label} sha256")

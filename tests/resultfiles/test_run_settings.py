@@ -79,7 +79,7 @@ def test_a_replay_not_recorded_falls_back_to_the_step_sets():
     assert same_steps.differ == [] and same_steps.not_recorded == ["replay sha256"]
     fewer = diff(old, LAB_RUN, KEYS, KEYS[:12])
     assert [x.name for x in fewer.changing] == ["replay"]
-    assert "step sets" in fewer.line() and step_set(KEYS[:12]).startswith("12 steps")
+    assert "replay steps (no sha256 recorded) 300 steps · " in fewer.line() and step_set(KEYS[:12]).startswith("12 steps")
     assert step_set(reversed(KEYS)) == step_set(KEYS)  # a set: order does not matter
 
 
