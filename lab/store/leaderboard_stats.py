@@ -164,7 +164,8 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
 def settings_column(store: Store, runs: Sequence[str | None], baseline: str) -> list[str]:
     """Per row: the settings its run differs from the baseline's in (lab.resultfiles.run_settings), "⚠" before
     one that changes answers; "baseline" for the baseline and NO_STEPS for a row without a run."""
-    known = settings_of(store, [baseline, *[r for r in runs if r]])
+    ids = tuple(sorted({baseline, *[r for r in runs if r]}))
+    known = cached(store, ("settings", ids), lambda: settings_of(store, ids))  # kept until the store changes
     out = []
     for run_id in runs:
         if run_id is None:
