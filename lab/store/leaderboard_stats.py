@@ -13,7 +13,7 @@ import pandas as pd
 from lab.errors import LabError
 from lab.scoring.paired import Ranking, load_settings, rank_ties
 from lab.store.db import Store
-from lab.store.interval_hint import hint_for
+from lab.store.interval_hint import hint_for, interval_hint
 from lab.store.paired import (
     cached, compare_against, delta_text, load_run, metric_spec, settings_between, settings_of, step_values,
     task_numbering,
@@ -56,6 +56,7 @@ class TieGroup:
     names: list[str]
     ranking: Ranking | None
     note: str
+    hint: str = ""  # what would give the group its ranking, where too few steps leave it without one
 
 
 def _step_sets(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
@@ -93,7 +94,8 @@ def _tie_groups(store: Store, ids: list[str], resamples: int | None, seed: int |
             ranking = rank_ties(task, values, len(index), scale=spec.scale, resamples=resamples, seed=seed)
             note = "" if ranking is not None else \
                 f"fewer than {load_settings().min_common_steps} steps or {load_settings().min_common_tasks} tasks"
-            group = TieGroup(members, names, ranking, note)
+            hint = "" if ranking is not None else interval_hint(len(keys), len(set(task)))
+            group = TieGroup(members, names, ranking, note, hint)
         for r in members:
             out[r] = group
     return out
@@ -211,7 +213,7 @@ def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = N
     out = frame.copy()
     at = list(out.columns).index("score") + 1 if "score" in out.columns else len(out.columns)
     columns = {TIES_COLUMN: [tie_text(groups.get(r) if r else None, r) for r in runs]}
-    notes = [ties_note(groups)]
+    notes = [ties_note(groups), next((g.hint for g in groups.values() if g.hint), "")]
     if baseline:
         picked = baseline_columns(store, runs, baseline, resamples=resamples, seed=seed)
         columns[DELTA_COLUMN], columns[VERDICT_COLUMN] = picked.delta, picked.verdict
@@ -219,7 +221,7 @@ def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = N
         name = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [baseline])
         notes.append(f"Δ score = row − baseline {name} [{baseline}] over their common steps; 95 % intervals "
                      f"{picked.label}; ⚠ a setting that changes answers differs from the baseline's")
-        notes.append(picked.hint)
+        notes.append(picked.hint if picked.hint not in notes else "")
     for offset, (name, values) in enumerate(columns.items()):
         out.insert(at + offset, name, values)
     return out, " · ".join(n for n in notes if n)

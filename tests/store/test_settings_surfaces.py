@@ -102,6 +102,7 @@ def test_results_against_a_baseline(ctx):
     tiny = next(v for k, v in cells.items() if k.startswith("tiny"))
     assert tiny.startswith("⚠ replay steps (no sha256 recorded) 303 steps · ") and " vs 10 steps · " in tiny
     assert "to get an interval: 20 more common steps and 3 more tasks" in note
+    assert note.count("to get an interval") == 1  # one hint for the table
     published = out[out["run_id"].isna()][SETTINGS_COLUMN]
     assert set(published) == {"no per-step data"}
 
@@ -121,3 +122,21 @@ def test_the_series_table_and_notes(ctx):
     assert whole["settings vs first"].iloc[2].startswith("⚠ replay steps (no sha256 recorded)")  # 10 of 303 steps
     assert any(n.startswith("to get an interval") for n in stats.notes), stats.notes
     assert any("settings that differ from the first point" in n and "temperature 0 vs 0.7" in n for n in stats.notes)
+
+
+def test_results_without_a_baseline_say_what_would_rank_the_runs(tmp_path):
+    """On the excerpt every lab run has fewer than 30 steps: the per-step rank column cannot rank them, and the
+    line under the table says what would."""
+    from lab.store import queries
+    from lab.store.leaderboard_stats import TIES_COLUMN, with_comparisons
+    from lab.store.opening import open_store
+
+    results = make_results_dir(tmp_path)
+    for name, seed in (("small-a", 1), ("small-b", 2)):
+        write(results / "runs", name, variant(name, seed=seed, steps=14))
+    with open_store(tmp_path / "lab.duckdb", results) as store:
+        frame = queries.leaderboard(store, first56_only=False, include_runs=True, order="score")
+        out, note = with_comparisons(store, frame, None, resamples=500)
+    ranks = set(out[out["run_id"].notna()][TIES_COLUMN])
+    assert ranks == {"no ranking: fewer than 30 steps or 5 tasks"}
+    assert "to get an interval: 16 more common steps and 3 more tasks" in note and "python -m lab demo" in note
