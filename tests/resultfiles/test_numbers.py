@@ -84,3 +84,28 @@ def test_what_the_lab_writes_passes(sampled):
     validate_result(sampled, "run.json")
     ints = _with(sampled, "sample.command_f1", 1)  # an integer is a number
     validate_result(ints, "run.json")
+
+
+def test_the_importer_refuses_5000_samples_a_step_quickly_in_one_line(tmp_path):
+    """The hostile round's file: 60 steps × 5,000 samples took 88 s to import; now it is refused before any
+    sample is checked or scored."""
+    import json
+    import time
+
+    from lab.store.importer import import_path
+    from lab.store.opening import open_store
+    from tests.helpers_store import make_results_dir
+
+    result = variant("many", samples=2, steps=60)
+    for row in result["per_step"]:
+        row["samples"] = [dict(row["samples"][1], sample=k) for k in range(5000)]
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(result), encoding="utf-8")
+    with open_store(tmp_path / "lab.duckdb", make_results_dir(tmp_path)) as store:
+        start = time.perf_counter()
+        report = import_path(store, path)
+        took = time.perf_counter() - start
+        assert store.rows("SELECT count(*) FROM runs") == [(0,)]
+    [(name, why)] = report.failed
+    assert "5,000 sampled answers; a step holds at most 1,000" in why and "per_step[0]" in why and "\n" not in why
+    assert took < 20, took  # parsing the 300,000 samples' JSON is most of it
