@@ -22,7 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
     "compare": ("lab.store.compare_cli", "is the candidate really better than the baseline? each metric's difference "
-                                         "with its 95 % interval; exit 1 when it is worse (a CI gate)"),
+                                         "with its 95 % interval; with --max-drop a CI gate (exit 1 when worse)"),
+    "demo": ("lab.runs.demo_cli", "a SYNTHETIC pair of runs with a known difference on a synthetic replay shaped "
+                                  "like TB2-lite, imported into the store: a comparison with intervals, offline"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)
@@ -61,6 +63,7 @@ PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "replay": {"import_run": _import_run, "stored_names": _stored_names},
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
     "compare": {"published_path": _published_path},
+    "demo": {"import_run": _import_run},
 }
 
 

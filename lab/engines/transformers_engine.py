@@ -454,8 +454,10 @@ class TransformersEngine(EngineBase):
 
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys describing the engine."""
+        from importlib.metadata import version
+
         return {"dtype": self.dtype, "device": self.device, "lora_path": self.lora, "batch_size": self.batch_size,
-                "max_model_len": self.max_model_len}
+                "max_model_len": self.max_model_len, "engine_version": f"transformers {version('transformers')}"}
 
     def describe(self) -> EngineInfo:
         return EngineInfo(

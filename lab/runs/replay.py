@@ -25,6 +25,7 @@ from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, 
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
+from lab.runs.template_hash import template_sha256
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
 from lab.tb2lite import CORRECTED
@@ -81,16 +82,25 @@ def default_run_name(engine: EngineBase) -> str:
     return name if name.endswith(tag) else f"{name}-{tag}"
 
 
+def _stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+
+
+def check_run_name_length(explicit: str | None) -> None:
+    """LabError when a run name the user gives is longer than `run_name_max` (checked before any engine
+    loads, so `--name` is an input error like any other: exit 2)."""
+    limit = run_name_max()
+    if explicit and len(_stem(explicit)) > limit:
+        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
+                       "(it becomes the result file's name)")
+
+
 def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
-    name = explicit or default_run_name(engine)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
-    limit = run_name_max()
-    if len(stem) > limit and explicit:
-        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
-                       "(it becomes the result file's name)")
-    return stem[:limit].rstrip("-")
+    check_run_name_length(explicit)
+    stem = _stem(explicit or default_run_name(engine)) or engine.kind
+    return stem[:run_name_max()].rstrip("-")
 
 
 def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
@@ -146,6 +156,7 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     prompts = [render_for_engine(engine, s) for s in steps]
     generates = not engine.answers_from_data  # else the prompt is rendered for display only: a raw fallback is no reason to stop
     meta = template_metadata(prompts, prompt_options_of(engine))
+    meta["template_sha256"] = template_sha256(engine)  # the template as one hash: comparisons check it
     if generates and not config.allow_raw_fallback and not meta.get("rank_eligible", True):
         raise RawFallbackError(
             f"{engine.spec}: {meta['template_status_counts'].get('raw_fallback', 0)} prompts fell back to raw text "
@@ -376,6 +387,9 @@ def _result(
         "engine_spec": engine.spec,
         "contract": engine.contract,
         "lab_version": __version__,
+        # what a comparison checks before it calls two runs comparable (lab.resultfiles.run_settings)
+        **({"replay_sha256": config.replay_fingerprint} if config.replay_fingerprint else {}),
+        **({"selection": config.selection} if config.selection else {}),
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
         # and a selection limited on purpose (--limit, --tasks) against the steps it chose: complete, not partial

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.cli_engines import CliEngines
     from lab.runs.legacy_guard import legacy_run_problem
     from lab.runs.meter import ticking
-    from lab.runs.replay import ReplayConfig, replay, run_file_name
+    from lab.runs.replay import ReplayConfig, check_run_name_length, replay, run_file_name
     from lab.runs.step_bar import LIVE_EVERY_S, StepBar
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
@@ -137,6 +137,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
     taken = stored_names(settings) if stored_names is not None and own_folder else None
     name = args.name if len(args.engine) == 1 else None
+    check_run_name_length(name)  # an input error: exit 2, before any engine loads
     engines = CliEngines(args.engine, check=lambda engine: check_run_name(
         out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite, explicit=bool(name),
         taken=taken))

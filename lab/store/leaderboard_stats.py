@@ -13,8 +13,10 @@ import pandas as pd
 from lab.errors import LabError
 from lab.scoring.paired import Ranking, load_settings, rank_ties
 from lab.store.db import Store
+from lab.store.interval_hint import hint_for, interval_hint
 from lab.store.paired import (
-    cached, compare_against, delta_text, load_run, metric_spec, step_values, task_numbering,
+    cached, compare_against, delta_text, load_run, metric_spec, settings_between, settings_of, step_values,
+    task_numbering,
 )
 
 NO_STEPS = "no per-step data"
@@ -54,6 +56,7 @@ class TieGroup:
     names: list[str]
     ranking: Ranking | None
     note: str
+    hint: str = ""  # what would give the group its ranking, where too few steps leave it without one
 
 
 def _step_sets(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
@@ -91,7 +94,8 @@ def _tie_groups(store: Store, ids: list[str], resamples: int | None, seed: int |
             ranking = rank_ties(task, values, len(index), scale=spec.scale, resamples=resamples, seed=seed)
             note = "" if ranking is not None else \
                 f"fewer than {load_settings().min_common_steps} steps or {load_settings().min_common_tasks} tasks"
-            group = TieGroup(members, names, ranking, note)
+            hint = "" if ranking is not None else interval_hint(len(keys), len(set(task)))
+            group = TieGroup(members, names, ranking, note, hint)
         for r in members:
             out[r] = group
     return out
@@ -130,6 +134,7 @@ class BaselineColumns:
     delta: list[str]
     verdict: list[str]
     label: str
+    hint: str = ""  # what would give the rows without an interval theirs (lab.store.interval_hint)
 
 
 def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *, resamples: int | None = None,
@@ -140,7 +145,7 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
                      lambda: {a.run_id: a for a in compare_against(store, baseline, others, "score",
                                                                    resamples=resamples, seed=seed)})
     labels = {a.difference.adjustment for a in results.values() if a.difference is not None and a.difference.ci}
-    delta, verdict = [], []
+    delta, verdict, hints = [], [], []
     for run_id in runs:
         if run_id is None:
             delta.append(NO_STEPS)
@@ -153,7 +158,26 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
             diff = found.difference if found else None
             delta.append(delta_text(diff, 2, found.note if found else "not comparable"))
             verdict.append(diff.verdict if diff is not None and diff.ci is not None else "no interval")
-    return BaselineColumns(delta, verdict, next(iter(labels)) if len(labels) == 1 else "pairwise")
+            hints.append(hint_for(diff))
+    return BaselineColumns(delta, verdict, next(iter(labels)) if len(labels) == 1 else "pairwise",
+                           next((h for h in hints if h), ""))
+
+
+def settings_column(store: Store, runs: Sequence[str | None], baseline: str) -> list[str]:
+    """Per row: the settings its run differs from the baseline's in (lab.resultfiles.run_settings), "⚠" before
+    one that changes answers; "baseline" for the baseline and NO_STEPS for a row without a run."""
+    ids = tuple(sorted({baseline, *[r for r in runs if r]}))
+    known = cached(store, ("settings", ids), lambda: settings_of(store, ids))  # kept until the store changes
+    out = []
+    for run_id in runs:
+        if run_id is None:
+            out.append(NO_STEPS)
+        elif run_id == baseline:
+            out.append(BASELINE)
+        else:
+            diff = settings_between(known.get(baseline), known.get(run_id))
+            out.append(diff.short() if diff is not None else "not recorded")
+    return out
 
 
 def baseline_choices(store: Store) -> list[tuple[str, str]]:
@@ -177,6 +201,7 @@ def check_baseline(store: Store, run_id: str | None) -> str | None:
 TIES_COLUMN = "per-step rank (95 %)"
 DELTA_COLUMN = "Δ score vs baseline [95 %]"
 VERDICT_COLUMN = "vs baseline"
+SETTINGS_COLUMN = "settings vs baseline"
 
 
 def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = None, *,
@@ -188,13 +213,15 @@ def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = N
     out = frame.copy()
     at = list(out.columns).index("score") + 1 if "score" in out.columns else len(out.columns)
     columns = {TIES_COLUMN: [tie_text(groups.get(r) if r else None, r) for r in runs]}
-    notes = [ties_note(groups)]
+    notes = [ties_note(groups), next((g.hint for g in groups.values() if g.hint), "")]
     if baseline:
         picked = baseline_columns(store, runs, baseline, resamples=resamples, seed=seed)
         columns[DELTA_COLUMN], columns[VERDICT_COLUMN] = picked.delta, picked.verdict
+        columns[SETTINGS_COLUMN] = settings_column(store, runs, baseline)
         name = store.scalar("SELECT display_name FROM runs WHERE run_id = ?", [baseline])
         notes.append(f"Δ score = row − baseline {name} [{baseline}] over their common steps; 95 % intervals "
-                     f"{picked.label}")
+                     f"{picked.label}; ⚠ a setting that changes answers differs from the baseline's")
+        notes.append(picked.hint if picked.hint not in notes else "")
     for offset, (name, values) in enumerate(columns.items()):
         out.insert(at + offset, name, values)
     return out, " · ".join(n for n in notes if n)

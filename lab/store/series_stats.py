@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 
 from lab.errors import LabError
 from lab.store.db import Store
+from lab.store.interval_hint import hint_for
 from lab.store.paired import (
     AgainstBaseline, RunComparison, compare_against_loaded, compare_loaded, delta_text, load_run, metric_spec,
 )
@@ -110,7 +111,20 @@ def series_stats(store: Store, series: str, slice_keys: Iterable[str] | None = N
         lead_note = "pairwise, picked after seeing the scores"
     if points["ref_nll"].isna().all():
         notes.append(NO_NLL)
+    notes += series_notes(parts[0])
     return SeriesStats(series, str(points["x_kind"].iloc[0]), points, parts, lead, lead_note, notes)
+
+
+def series_notes(whole: Part) -> list[str]:
+    """What would give the series' intervals where its checkpoints have none (too few common steps), and the
+    settings any checkpoint differs from the first point in (lab.resultfiles.run_settings)."""
+    found = whole.deltas["score"]
+    hint = next((h for h in (hint_for(f.difference) for f in found) if h), "")
+    differ = [f"{f.name}: {f.settings.short()}" for f in found if f.settings is not None and f.settings.differ]
+    notes = [hint] if hint else []
+    if differ:
+        notes.append("settings that differ from the first point (⚠ changes answers): " + " · ".join(differ))
+    return notes
 
 
 def point_label(stats: SeriesStats, i: int) -> str:
@@ -155,6 +169,9 @@ def series_table(stats: SeriesStats) -> pd.DataFrame:
             row["verdict (score)"] = "first point" if i == 0 else (
                 part.deltas["score"][i - 1].difference.verdict
                 if part.deltas["score"][i - 1].difference is not None else "not comparable")
+            found = part.deltas["score"][i - 1] if i else None
+            row["settings vs first"] = "first point" if i == 0 else (
+                found.settings.short() if found is not None and found.settings is not None else "not recorded")
             row["run_id"] = run_id
             rows.append(row)
     return pd.DataFrame(rows)

@@ -17,6 +17,7 @@ from lab.ui.shell.wiring import bind
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
+           "settings vs baseline",
            "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
            "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
            "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
