@@ -389,10 +389,10 @@ def _result(
         "lab_version": __version__,
         # what a comparison checks before it calls two runs comparable (lab.resultfiles.run_settings)
         **({"replay_sha256": config.replay_fingerprint} if config.replay_fingerprint else {}),
-        **({"selection": config.selection} if config.selection else {}),
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
         # and a selection limited on purpose (--limit, --tasks) against the steps it chose: complete, not partial
+        # (the selection, with the steps it chose, is also a setting a comparison checks)
         **({"selection": {**config.selection, "steps": header["steps"]}} if config.selection else {}),
         # the name the user gave the run: the name the store shows (lab.store.names.display_name)
         **({"run_name": config.run_name} if config.name_given or engine.name_given else {}),

@@ -23,7 +23,7 @@ def test_a_run_records_its_replay_selection_and_template(tmp_path, monkeypatch):
     assert rc == 0
     data = read_result_file(tmp_path / "out" / "probe.json")
     assert data["replay_sha256"] == EXCERPT_SHA256
-    assert data["selection"] == {"mode": "corrected", "tasks": None, "limit": 3}
+    assert data["selection"] == {"mode": "corrected", "tasks": None, "limit": 3, "steps": 3}
     assert re.fullmatch(r"[0-9a-f]{64}", data["prompt_template"]["template_sha256"])
     assert data["prompt_template"]["template_sha256"] == template_sha256(create_engine("reference"))
 
