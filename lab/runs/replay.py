@@ -61,6 +61,9 @@ class ReplayConfig:
     taken: TakenFn | None = None  # more places a name can be taken (a run in the store)
     notify: Callable[[str], None] | None = None  # told when the run gets another name than asked
     replay_steps: int | None = None  # scored steps of the replay the run is made on (before --tasks/--limit)
+    # answer only these steps now (a race's round: lab.sweep.race); the rest wait in the checkpoint, which
+    # replay() then returns instead of a result file, for a later call or `replay --resume`
+    only: frozenset[str] | None = None
 
 
 def run_name_max() -> int:
@@ -126,7 +129,9 @@ def replay(
 
     Finished steps are appended to `<name>.partial.jsonl` as they complete. With `resume`,
     steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
-    caller interrupt between chunks (the checkpoint then holds everything done so far).
+    caller interrupt between chunks (the checkpoint then holds everything done so far). With
+    `config.only`, only those steps are generated now; while others are left, the run stays a checkpoint
+    (its path is returned; every step's key and the run's header are those of all `steps`).
     `meter`, read by the caller from another thread, follows the tokens generated between finished steps.
     """
     if config.chunk_size < 1:
@@ -186,7 +191,7 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
 
-    todo = [i for i, s in enumerate(steps) if s.key not in done]
+    todo = [i for i, s in enumerate(steps) if s.key not in done and (config.only is None or s.key in config.only)]
     absent: set[str] = set()
     last_live = [0.0]
     total = len(steps)
@@ -242,6 +247,9 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     if stop is not None and stop.is_set() and len(done) + len(absent) < total:
         checkpoint.close()
         raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
+    if len(done) + len(absent) < total and config.only is not None:  # steps left for a later call
+        checkpoint.close()
+        return claim.checkpoint
 
     per_step = [done[s.key] for s in steps if s.key in done]
     header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
