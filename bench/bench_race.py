@@ -13,7 +13,7 @@ tasks shuffled with its own seed, exactly as the race plans and judges a real se
 Prints a table and records the figures (bench/record.py: bench/results/bench_race.json, with the machine's
 cores, load and versions; LAB_BENCH_RESULTS=DIR for a trial run):
 
-    python bench/bench_race.py [--series 400] [--checkpoints 5] [--delta 10] [--other-series 200]
+    python bench/bench_race.py [--series 400] [--checkpoints 5] [--delta 15] [--other-series 200]
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from lab.sweep.race_book import ONE_LEFT, STEPS_RAN_OUT, RaceBook  # noqa: E402
 from lab.sweep.race_plan import plan_rounds  # noqa: E402
 
 ERROR_LIMIT, SHARE_LIMIT = 0.05, 0.60
-OTHER_DELTAS = (5.0, 15.0)
+OTHER_DELTAS = (5.0, 10.0)
 
 
 def race_series(series, settings: RaceSettings, seed: int) -> tuple[RaceBook, int]:
@@ -98,7 +98,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=400, help="series of each main scenario (equal; one better)")
     parser.add_argument("--checkpoints", type=int, default=5, help="checkpoints in a series")
-    parser.add_argument("--delta", type=float, default=10.0, help="how much better the clearly better one is (points)")
+    parser.add_argument("--delta", type=float, default=15.0,
+                        help="how much better the clearly better one is (points; 15 is four times the half-width of "
+                             "a full replay's 95 %% interval of a pair, about ±3.7)")
     parser.add_argument("--other-series", type=int, default=200,
                         help="series of each other true difference and each other spending function (0: none)")
     parser.add_argument("--seed", type=int, default=0)

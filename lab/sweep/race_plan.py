@@ -61,11 +61,11 @@ def plan_rounds(steps: Sequence[RaceStep], round_tasks: int, seed: int) -> RaceP
     if round_tasks < 1:
         raise ValueError(f"tasks per round must be at least 1, got {round_tasks}")
     order = task_order(steps, seed)
-    by_task: dict[str, list[str]] = {}
-    for step in steps:
-        by_task.setdefault(step.task_id, []).append(step.key)
     tasks = [order[i:i + round_tasks] for i in range(0, len(order), round_tasks)]
-    keys = [[k for t in chunk for k in by_task[t]] for chunk in tasks]
+    round_of = {task: r for r, chunk in enumerate(tasks) for task in chunk}
+    keys: list[list[str]] = [[] for _ in tasks]
+    for step in steps:
+        keys[round_of[step.task_id]].append(step.key)
     total = sum(len(k) for k in keys)
     fractions = list(np.cumsum([len(k) for k in keys]) / total) if total else []
     fractions[-1:] = [1.0] * bool(fractions)  # exactly 1 at the end, whatever the rounding

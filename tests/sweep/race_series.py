@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from pathlib import Path
 
 from lab.data import load_replay
@@ -35,18 +36,16 @@ def write_replay(path: Path, tasks: int) -> Path:
 
 
 def write_checkpoint(path: Path, replay: Path, right: float, name: str | None = None) -> Path:
-    """A stored run of every step of `replay`: on a share `right` of each task's steps (its first ones) the
-    reference's own units, on the others none."""
+    """A stored run of every step of `replay`: on about a share `right` of the steps (a different share in
+    each task; a checkpoint with a higher share is right wherever a lower one is) the reference's own units,
+    on the others none."""
     steps = load_replay(str(replay)).steps
     engine = create_engine("reference")
     engine.load()
-    rows, index = [], {}
+    rows = []
     for result in run_steps(engine, steps):
         row = dict(result.per_step)
-        position = index.setdefault(row["task_id"], [0])
-        total = sum(1 for s in steps if s.task_id == row["task_id"])
-        keep = position[0] < round(right * total)
-        position[0] += 1
+        keep = zlib.crc32(f"{row['task_id']}/{row['step_idx']}".encode()) % 100 < 100 * right
         pred = list(row["ref_command_units"]) if keep else []
         row["pred_command_units"] = pred
         row.update(score_units(pred, row["ref_command_units"]).to_dict())
