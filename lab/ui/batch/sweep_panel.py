@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import gradio as gr
 
@@ -237,9 +237,11 @@ def sweep_problem(ctx: LabContext) -> str | None:
     return None
 
 
-def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live: gr.HTML) -> None:
+def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live: gr.HTML,
+                      more: Callable[[gr.Textbox, gr.Number], None] | None = None) -> None:
     """The cluster controls under Batch's (shown when LAB_RAY_ADDRESS is set on the owner's lab); the
-    `/run_sweep` endpoint exists either way and refuses by itself."""
+    `/run_sweep` endpoint exists either way and refuses by itself. `more(patterns, samples)` adds controls
+    inside the panel that share its SPECs and samples (the race's)."""
     shown = sweep_problem(ctx) is None
     # the id on a Column: Gradio's Group writes its elem_id on two nested elements (two `#lab-sweep` in the page)
     with gr.Column(visible=shown, elem_id="lab-sweep"), gr.Group():
@@ -253,6 +255,8 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
                                elem_id="lab-sweep-shards")
             samples = gr.Number(1, precision=0, minimum=1, label="samples per step", elem_id="lab-sweep-samples")
             start = gr.Button("Run on the Ray cluster", variant="primary", elem_id="lab-sweep-run")
+        if more is not None:
+            more(patterns, samples)
 
     def run_sweep(names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples, do_resume, fresh, name,
                   run_what=ANSWERS):

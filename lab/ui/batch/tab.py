@@ -27,6 +27,7 @@ from lab.ui.shell.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.shell.session import current_session
 from lab.ui.shell.wiring import bind
 from lab.visitors import SessionEvents
+from lab.ui.batch.race_panel import build_race_controls
 from lab.ui.batch.sweep_panel import SLOT, build_sweep_panel
 
 
@@ -287,7 +288,8 @@ def build_batch_tab(ctx: LabContext) -> None:
         sweep_inputs = {"engines": engines, "tasks": tasks, "buckets": buckets, "groups": groups, "resume": resume,
                         "new_run": new_run, "run_name": run_name, "what": what}
         live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live", render=False)
-        build_sweep_panel(ctx, stops, sweep_inputs, live)  # the cluster's controls, above the shared table
+        build_sweep_panel(ctx, stops, sweep_inputs, live,  # the cluster's controls (the race's too), above the table
+                          lambda patterns, samples: build_race_controls(ctx, stops, sweep_inputs, live, patterns, samples))
         live.render()
 
     filters = [tasks, buckets, groups]
