@@ -19,7 +19,9 @@ ONE_LEFT, STEPS_RAN_OUT, BUDGET_SPENT, STOPPED, FAILED = (
 
 @dataclass
 class Standing:
-    """One checkpoint's line of the race table and of race.json. `delta`, `ci`: its score minus the
+    """One checkpoint's line of the race table and of race.json. `status`: racing (a race going on, stopped
+    or failed: its checkpoint resumes), finalist (the race ended with it), eliminated, or failed (its
+    engine). `delta`, `ci`: its score minus the
     leader's (points) on their common steps, with the race's interval (valid over every round and pair),
     at its elimination, else at the last round; the leader's delta is 0 and its ci None."""
 
@@ -171,7 +173,7 @@ class RaceBook:
         for j, (name, engine) in enumerate(zip(self.names, self.engines)):
             is_leader = self.leader == j and self.active[j]
             status = BROKEN if self.failed[j] else ELIMINATED if not self.active[j] else \
-                RACING if self.ended is None else FINALIST
+                FINALIST if self.ended in (ONE_LEFT, STEPS_RAN_OUT, BUDGET_SPENT) else RACING
             ci = None if is_leader or math.isnan(self.low[j]) else [round(float(self.low[j]), 3),
                                                                      round(float(self.high[j]), 3)]
             out.append(Standing(
