@@ -152,29 +152,48 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
             report(job, state=states.DONE)
             return
         except RayActorError:
-            if stop.is_set():
-                report(job, state=states.STOPPED)
+            if not lost_actor(job, report, stop):
                 return
-            job.replacements += 1
-            if job.replacements > MAX_REPLACEMENTS:
-                report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
-                return
-            report(job, state=states.REPLACING, node=None)
         except RayTaskError as exc:
-            if stop.is_set():  # the replay saw its folder go (discard) or its server die: a stop, not a failure
-                report(job, state=states.STOPPED)
-                return
-            report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
+            task_failed(job, exc, report, stop)
             return
         except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
-            why = str(exc) if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
-            report(job, error=f"{job.spec}: {why}", state=states.FAILED)
+            driver_failed(job, exc, report)
             return
         finally:
             if checkpoint is not None:
                 checkpoint.close()  # every row received stays on disk (a stop or a lost node keeps them)
             _kill(ray, actor)
             job.actor = None
+
+
+def lost_actor(job: Job, report: _Reporter, stop: threading.Event) -> bool:
+    """The job's actor (or its node) died: True to place it again, False when that was a stop or the
+    job has lost too many."""
+    if stop.is_set():
+        report(job, state=states.STOPPED)
+        return False
+    job.replacements += 1
+    if job.replacements > MAX_REPLACEMENTS:
+        report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
+        return False
+    report(job, state=states.REPLACING, node=None)
+    return True
+
+
+def task_failed(job: Job, exc: Exception, report: _Reporter, stop: threading.Event) -> None:
+    """The job's replay raised on its actor: a failure, or a stop (its folder went, or its server died)."""
+    if stop.is_set():
+        report(job, state=states.STOPPED)
+        return
+    cause = getattr(exc, "cause", None)
+    report(job, error=f"{job.spec}: {cause if cause is not None else exc}", state=states.FAILED)
+
+
+def driver_failed(job: Job, exc: Exception, report: _Reporter) -> None:
+    """The driver's own part failed (e.g. it cannot write the file): this job fails, the others go on."""
+    why = str(exc) if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
+    report(job, error=f"{job.spec}: {why}", state=states.FAILED)
 
 
 DISCARD_WAIT_S = 5.0
