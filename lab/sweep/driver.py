@@ -103,8 +103,6 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
 def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit: bool,
            stop: threading.Event, claimed: list[RunClaim | None]) -> None:
     """run_job's loop; `claimed[0]` holds the job's run name once its engine has named it."""
-    from ray.exceptions import RayActorError, RayTaskError
-
     while True:
         if stop.is_set():
             report(job, state=states.STOPPED)
@@ -151,20 +149,28 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
             ray.get(actor.close.remote())
             report(job, state=states.DONE)
             return
-        except RayActorError:
-            if not lost_actor(job, report, stop):
+        except Exception as exc:  # noqa: BLE001 - a lost actor is placed again; any other error ends this job only
+            if not on_job_error(job, exc, report, stop):
                 return
-        except RayTaskError as exc:
-            task_failed(job, exc, report, stop)
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
-            driver_failed(job, exc, report)
-            return
         finally:
             if checkpoint is not None:
                 checkpoint.close()  # every row received stays on disk (a stop or a lost node keeps them)
             _kill(ray, actor)
             job.actor = None
+
+
+def on_job_error(job: Job, exc: Exception, report: _Reporter, stop: threading.Event) -> bool:
+    """What an error while driving a job means: True to place it again (its actor or node died), else the job
+    ends, stopped (a Stop) or failed with the reason."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(exc, RayActorError):
+        return lost_actor(job, report, stop)
+    if isinstance(exc, RayTaskError):
+        task_failed(job, exc, report, stop)
+    else:  # e.g. the driver cannot write its file: this job fails, the others go on
+        driver_failed(job, exc, report)
+    return False
 
 
 def lost_actor(job: Job, report: _Reporter, stop: threading.Event) -> bool:

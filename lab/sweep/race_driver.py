@@ -13,7 +13,7 @@ from pathlib import Path
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, RunNameTaken, claim_run
 from lab.sweep import progress as states
-from lab.sweep.driver import MAX_REPLACEMENTS, Job, _kill, _Reporter
+from lab.sweep.driver import Job, _kill, _Reporter, on_job_error
 from lab.sweep.options import ANSWERS
 from lab.sweep.worker import EngineWorker
 
@@ -94,7 +94,7 @@ def run_round(ray, remote, job: RaceJob, steps_ref, keys: list[str], out_dir: Pa
               report: _Reporter, audit: bool, stop: threading.Event) -> None:
     """Drive one job through one round (the steps `keys`: every round's so far), re-placing its actor when
     it (or its node) dies; on `stop`, keep every step received."""
-    from ray.exceptions import RayActorError, RayTaskError
+    from ray.exceptions import RayActorError
 
     while True:
         if stop.is_set():
@@ -106,26 +106,12 @@ def run_round(ray, remote, job: RaceJob, steps_ref, keys: list[str], out_dir: Pa
             _stream(ray, job, steps_ref, keys, report)
             report(job, state=BETWEEN)
             return
-        except RayActorError:
-            _kill(ray, job.actor)
-            job.actor, job.loaded = None, False
-            if stop.is_set():
-                report(job, state=states.STOPPED)
+        except Exception as exc:  # noqa: BLE001 - a lost actor is placed again; any other error ends this job only
+            if isinstance(exc, RayActorError):  # placed afresh next time
+                _kill(ray, job.actor)
+                job.actor, job.loaded = None, False
+            if not on_job_error(job, exc, report, stop):
                 return
-            job.replacements += 1
-            if job.replacements > MAX_REPLACEMENTS:
-                report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
-                return
-            report(job, state=states.REPLACING, node=None)
-        except RayTaskError as exc:
-            if stop.is_set():  # the replay saw its folder go (discard) or its server die: a stop, not a failure
-                report(job, state=states.STOPPED)
-            else:
-                report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
-            report(job, error=f"{job.spec}: {type(exc).__name__}: {exc}", state=states.FAILED)
-            return
 
 
 def release(ray, job: RaceJob, state: str | None, report: _Reporter, audit: bool) -> None:

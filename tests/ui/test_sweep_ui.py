@@ -10,6 +10,7 @@ import re
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -227,21 +228,35 @@ def test_unreachable_cluster_and_missing_ray_are_one_line(served, monkeypatch):
         assert why in str(err.value) and "\n" not in str(err.value)
 
 
-def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
-    """In a real browser: tick an engine, name the run, click the cluster button; the table reaches done
-    with the node, the overall line and the dashboard line."""
-    from playwright.sync_api import expect, sync_playwright
+@contextmanager
+def batch_page(url: str):
+    """Chromium on the lab's Batch tab (skipped where Debian's chromium is missing)."""
+    from playwright.sync_api import sync_playwright
 
-    from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+    from tests.browser.test_browser_compare import ARGS, CHROMIUM
 
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed at /usr/bin/chromium")
-    url, ctx, _ = served
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.goto(url)
-        page.get_by_role("tab", name="Batch").click()
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.goto(url)
+            page.get_by_role("tab", name="Batch").click()
+            yield page
+        finally:
+            browser.close()
+
+
+def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
+    """In a real browser: tick an engine, name the run, click the cluster button; the table reaches done
+    with the node, the overall line and the dashboard line."""
+    from playwright.sync_api import expect
+
+    from tests.browser.test_browser_compare import shot_dir
+
+    url, ctx, _ = served
+    with batch_page(url) as page:
         expect(page.locator("#lab-sweep-run")).to_be_visible()
         page.locator("#lab-batch-engines").get_by_label("reference", exact=True).check()
         page.get_by_label("run name (optional; one engine only; default: engine name)").fill("browser-ref")
@@ -257,7 +272,6 @@ def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
         expect(live.locator('[data-field="dashboard"]')).to_have_text("dashboard off")
         expect(live.locator('tr[data-engine="browser-ref"] [data-field="node"]')).to_contain_text(" · ")
         page.screenshot(path=str(shot_dir(tmp_path) / "batch-sweep.png"), full_page=True)
-        browser.close()
     assert (Path(ctx.settings.runs_dir) / "browser-ref.json").is_file()
 
 
@@ -328,18 +342,12 @@ def test_batch_tab_races_a_series_with_the_table_live_and_keeps_each_checkpoint(
 def test_chromium_races_the_typed_series_and_sees_the_table(served_race, tmp_path):
     """In a real browser: type the checkpoints' SPECs, tick 'start a new run', set 4 tasks a round, click the
     race button; the race table shows the leader a finalist and the others eliminated."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+    from tests.browser.test_browser_compare import shot_dir
 
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is not installed at /usr/bin/chromium")
     url, _, specs = served_race
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.goto(url)
-        page.get_by_role("tab", name="Batch").click()
+    with batch_page(url) as page:
         expect(page.locator("#lab-race-run")).to_be_visible()
         page.locator("#lab-sweep-specs textarea").fill("\n".join(specs))
         page.locator("#lab-batch-new-run input").check()
@@ -350,4 +358,3 @@ def test_chromium_races_the_typed_series_and_sees_the_table(served_race, tmp_pat
         expect(live.locator('tr[data-checkpoint^="good"] [data-field="status"]')).to_have_text("finalist (leader)")
         expect(live.locator('tr[data-checkpoint^="bad1"] [data-field="status"]')).to_have_text("eliminated in round 3")
         page.screenshot(path=str(shot_dir(tmp_path) / "batch-race.png"), full_page=True)
-        browser.close()

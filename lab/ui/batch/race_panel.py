@@ -17,7 +17,7 @@ from lab.sweep.progress import JobProgress
 from lab.sweep.race_book import RaceBook, RoundRecord, Standing
 from lab.ui.batch.live import live_updates
 from lab.ui.batch.rows import ANSWERS
-from lab.ui.batch.sweep_panel import BUSY, SLOT, SweepChoice, _whole, plan_sweep, sweep_problem
+from lab.ui.batch.sweep_panel import BUSY, SLOT, SweepChoice, _whole, on_cluster, plan_sweep
 from lab.ui.batch.sweep_view import SHOWN_STATES, STOPPING, SweepView, cluster_line, engine_rows, render_view
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.session import current_session
@@ -89,20 +89,17 @@ def race_updates(ctx, choice: SweepChoice, race, resume: bool, stop: threading.E
     view = RaceView(f"connecting to the Ray cluster at <code>{esc(address)}</code> …")
     view.rows = engine_rows([JobProgress(s, s, 0, 0) for s in specs], specs, stems, {})
 
-    def work(report) -> None:
-        if not SLOT.take(stop):
-            report(RaceView("", error=BUSY))
-            return
+    def drive(report) -> None:
+        report(replace(view))
         try:
-            stop.clear()
-            report(replace(view))
             execute_race(race, address, resume, progress=progress(report), stop=stop, connected=connected(report),
                          on_round=rounds(report))
         except LabError as exc:
             view.error = str(exc)
             report(replace(view))
-        finally:
-            SLOT.free()
+
+    def work(report) -> None:
+        SLOT.hold(stop, report, RaceView("", error=BUSY), drive)
 
     def connected(report):
         def show(cluster: Cluster) -> None:
@@ -146,25 +143,11 @@ def build_race_controls(ctx, stops: SessionEvents, inputs: dict, live: gr.HTML, 
         start = gr.Button("Race on the Ray cluster", variant="primary", elem_id="lab-race-run")
 
     def run_race(names, specs_text, task_sel, bucket_sel, group_sel, n_samples, do_resume, fresh, n_round, n_budget):
-        problem = sweep_problem(ctx)
-        if problem is not None:  # refused here, not only hidden: a visitor can call the endpoint directly
-            gr.Warning(problem)
-            yield render_race_view(RaceView(esc(problem)))
-            return
-        try:
-            choice, race = plan_race(ctx, names, specs_text, task_sel, bucket_sel, group_sel, n_samples, bool(fresh),
-                                     n_round, n_budget)
-        except LabError as exc:
-            gr.Warning(str(exc))
-            yield render_race_view(RaceView("", error=str(exc)))
-            return
-        view = None
-        for view in race_updates(ctx, choice, race, bool(do_resume), stops.get(current_session())):
-            yield render_race_view(view)
-        if view is not None:
-            for line in [view.error, *(f"{r.name}: {r.state}" for r in view.rows if r.state.startswith("failed"))]:
-                if line:
-                    gr.Warning(line)
+        yield from on_cluster(
+            ctx, lambda: plan_race(ctx, names, specs_text, task_sel, bucket_sel, group_sel, n_samples, bool(fresh),
+                                   n_round, n_budget),
+            lambda chosen: race_updates(ctx, *chosen, bool(do_resume), stops.get(current_session())),
+            render_race_view, RaceView)
 
     start.click(run_race, [inputs["engines"], patterns, inputs["tasks"], inputs["buckets"], inputs["groups"], samples,
                            inputs["resume"], inputs["new_run"], round_tasks, budget], live,
