@@ -24,7 +24,8 @@ Bonferroni over the pairs of checkpoints, and a small-sample t calibration.**
 - Small samples. Each boundary is turned into its nominal two-sided level pᵣ = 2(1 − Φ(cᵣ)) and applied to
   the paired statistic with a t quantile of n_eff − 1 degrees of freedom (n_eff: Kish's effective number of
   tasks, (Σ nₜ)² / Σ nₜ², as lab.scoring.paired's expanded intervals use), which keeps a look after few,
-  uneven tasks from being over-confident. No checkpoint is dropped before `min_tasks` tasks.
+  uneven tasks from being over-confident. No checkpoint is dropped before `min_tasks` tasks, and the rounds
+  before are no looks: the error they would have spent goes to the first look.
 
 Why spending and not an anytime-valid confidence sequence: the horizon is known (the replay's tasks), and
 spending uses it — a confidence sequence pays at every look for a future the race never has, so its

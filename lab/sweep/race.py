@@ -15,7 +15,9 @@ from typing import Callable
 from lab.errors import LabError
 from lab.sweep.plan import Cluster, Sweep
 from lab.sweep.progress import ProgressFn
-from lab.sweep.race_book import BUDGET_SPENT, FAILED, ONE_LEFT, STEPS_RAN_OUT, STOPPED, RaceBook, RoundRecord
+from lab.sweep.race_book import (
+    BUDGET_SPENT, FAILED, FINISHED, ONE_LEFT, STEPS_RAN_OUT, STOPPED, RaceBook, RoundRecord,
+)
 from lab.sweep.race_plan import RacePlan, plan_rounds
 
 RACE_FILE = "race"  # race.json; a folder holding another race's gets race-2.json …
@@ -130,8 +132,9 @@ def run_rounds(ray, race: Race, plan: RacePlan, book: RaceBook, jobs: list, step
             book.end(STOPPED)
             return
         for j in racing:
-            if jobs[j].error:
+            if jobs[j].error:  # it leaves the race, and its actor gives its place back
                 book.fail(j)
+                release(ray, jobs[j], None, report, audit)
         book.names = [job.claim.name if job.claim is not None else name for job, name in zip(jobs, book.names)]
         _judge(book, jobs, given)
         if not book.racing:
@@ -189,7 +192,7 @@ def execute_race(race: Race, address: str | None, resume: bool, *, progress: Pro
             if book.ended is None:  # an error of the driver itself
                 book.end(FAILED)
             for j, job in enumerate(jobs):
-                release(ray, job, FINALIST if book.active[j] and book.ended != STOPPED else None, report, audit)
+                release(ray, job, FINALIST if book.active[j] and book.ended in FINISHED else None, report, audit)
             over.set()
             watcher.join()
             write_json(path, race_document(race, book, jobs))

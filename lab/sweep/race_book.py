@@ -15,6 +15,7 @@ from lab.sweep.race_plan import RacePlan
 RACING, FINALIST, ELIMINATED, BROKEN = "racing", "finalist", "eliminated", "failed"
 ONE_LEFT, STEPS_RAN_OUT, BUDGET_SPENT, STOPPED, FAILED = (
     "one checkpoint left", "the steps ran out", "the step budget is spent", "stopped", "failed")
+FINISHED = (ONE_LEFT, STEPS_RAN_OUT, BUDGET_SPENT)  # a race ended by itself: those still racing are its finalists
 
 
 @dataclass
@@ -173,7 +174,7 @@ class RaceBook:
         for j, (name, engine) in enumerate(zip(self.names, self.engines)):
             is_leader = self.leader == j and self.active[j]
             status = BROKEN if self.failed[j] else ELIMINATED if not self.active[j] else \
-                FINALIST if self.ended in (ONE_LEFT, STEPS_RAN_OUT, BUDGET_SPENT) else RACING
+                FINALIST if self.ended in FINISHED else RACING
             ci = None if is_leader or math.isnan(self.low[j]) else [round(float(self.low[j]), 3),
                                                                      round(float(self.high[j]), 3)]
             out.append(Standing(
