@@ -172,3 +172,15 @@ def test_the_resume_line_names_what_the_checkpoint_pins():
                            "--temperature": 0.7})
     assert line == ("python -m lab replay --resume --name a-b --engine 'stored:/r/a b.json' --replay /r/replay.jsonl "
                     "--out /out --mode corrected --tasks t1 t2 --allow-raw-fallback --temperature 0.7")
+
+
+def test_a_second_race_in_one_folder_keeps_the_first_ones_file(tmp_path):
+    from lab.sweep.race import race_path, write_json
+
+    first = race_path(tmp_path, resume=False)
+    write_json(first, {"ended": "one checkpoint left"})
+    assert first.name == "race.json"
+    assert race_path(tmp_path, resume=False).name == "race-2.json"
+    assert race_path(tmp_path, resume=True) == first  # a resumed race rewrites its own
+    assert json.loads(first.read_text()) == {"ended": "one checkpoint left"}
+    assert [p.name for p in tmp_path.iterdir()] == ["race.json"]  # no temporary file left
