@@ -22,9 +22,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
     "compare": ("lab.store.compare_cli", "is the candidate really better than the baseline? each metric's difference "
-                                         "with its 95 % interval; exit 1 when it is worse (a CI gate)"),
+                                         "with its 95 % interval; with --max-drop a CI gate (exit 1 when worse)"),
     "plan": ("lab.store.plan_cli", "how big a difference two runs' comparison can see, where its variance comes from, "
                                    "and what more answers per step or more tasks would detect"),
+    "demo": ("lab.runs.demo_cli", "a SYNTHETIC pair of runs with a known difference on a synthetic replay shaped "
+                                  "like TB2-lite, imported into the store: a comparison with intervals, offline"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)
@@ -64,6 +66,7 @@ PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
     "compare": {"published_path": _published_path},
     "plan": {"published_path": _published_path},
+    "demo": {"import_run": _import_run},
 }
 
 

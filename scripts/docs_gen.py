@@ -5,7 +5,8 @@ A page asks for one with a marker line, `<!-- generated: NAME -->`; MkDocs runs 
 unknown name fails the build. Run it by hand to see one part:
 
     python scripts/docs_gen.py NAME        # cli, app-cli, spec-kinds, spec-options, presets, layers,
-                                           # rooms, subrooms, benchmarks, gpu-proof, environment
+                                           # rooms, subrooms, benchmarks, gpu-proof, environment,
+                                           # bench-NAME (one benchmark's figures, e.g. bench-first-look)
 """
 from __future__ import annotations
 
@@ -309,11 +310,10 @@ def benchmark_names() -> list[str]:
 
 
 def benchmark_figures(name: str, results: Path = BENCH_RESULTS) -> list[str]:
-    """One benchmark's last recorded figures, checks and machine (or how to record them), as Markdown lines."""
-    _, usage = _bench_doc(name)
+    """The last recorded figures of bench/NAME.py, its checks and machine (Markdown lines)."""
     path = results / f"{name}.json"
     if not path.is_file():
-        return [f"No figures recorded yet: `{usage}` writes `bench/results/{name}.json`.", ""]
+        return [f"No figures recorded yet: `{_bench_doc(name)[1]}` writes `bench/results/{name}.json`.", ""]
     data = json.loads(path.read_text(encoding="utf-8"))
     settings = ", ".join(f"{k} {v}" for k, v in data.get("settings", {}).items())
     parts = [f"Recorded by `{data['command']}`" + (f" with {cell(settings, literal=True)}" if settings else "") + ".", ""]
@@ -330,9 +330,16 @@ def benchmarks(results: Path = BENCH_RESULTS) -> str:
     """One section per benchmark: what it measures, its command, and its last recorded figures and machine."""
     parts = []
     for name in benchmark_names():
-        first, _ = _bench_doc(name)
-        parts += [f"### {name}", "", cell(first), ""] + benchmark_figures(name, results)
+        parts += [f"### {name}", "", cell(_bench_doc(name)[0]), "", *benchmark_figures(name, results)]
     return "\n".join(parts)
+
+
+def one_benchmark(marker: str) -> Callable[[], str] | None:
+    """`bench-first-look` -> the figures of bench/bench_first_look.py, for a page that quotes one benchmark."""
+    name = marker.replace("-", "_")
+    if not marker.startswith("bench-") or name not in benchmark_names():
+        return None
+    return lambda: "\n".join(benchmark_figures(name))
 
 
 def gpu_proof() -> str:
@@ -379,9 +386,6 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "benchmarks": benchmarks,
     "gpu-proof": gpu_proof,
 }
-# one benchmark's figures where a page discusses them: `<!-- generated: bench-mde -->` for bench/bench_mde.py
-GENERATORS.update({"bench-" + name.removeprefix("bench_").replace("_", "-"):
-                   (lambda name=name: "\n".join(benchmark_figures(name))) for name in benchmark_names()})
 
 
 def expand(markdown: str) -> str:
@@ -390,9 +394,11 @@ def expand(markdown: str) -> str:
         sys.path.insert(0, str(ROOT))
     def one(match: re.Match) -> str:
         name = match.group(1)
-        if name not in GENERATORS:
-            raise ValueError(f"unknown generated part '{name}' (known: {', '.join(GENERATORS)})")
-        return GENERATORS[name]().rstrip()
+        build = GENERATORS.get(name) or one_benchmark(name)
+        if build is None:
+            raise ValueError(f"unknown generated part '{name}' (known: {', '.join(GENERATORS)}, bench-NAME for "
+                             "bench/bench_NAME.py)")
+        return build().rstrip()
 
     return MARKER.sub(one, markdown)
 
@@ -408,7 +414,7 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:  # Mk
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=sorted(GENERATORS))
+    parser.add_argument("name", choices=sorted([*GENERATORS, *(n.replace("_", "-") for n in benchmark_names())]))
     args = parser.parse_args(argv)
     print(expand(f"<!-- generated: {args.name} -->"))
     return 0

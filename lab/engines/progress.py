@@ -1,5 +1,6 @@
 """What an engine is doing right now: since when it answers its current generate call and how many
-tokens it has produced so far (read by the UI while a column says "generating…")."""
+tokens it has produced so far (read by the UI while a column says "generating…"), and every token it has
+produced since it was made (read by a batch replay's meter, lab.runs.meter, across its generate calls)."""
 from __future__ import annotations
 
 import threading
@@ -25,6 +26,7 @@ class LiveProgress:
         self._started: float | None = None
         self._tokens = 0
         self._calls = 0
+        self._produced = 0  # never reset: the tokens of every call, finished or running
 
     @contextmanager
     def running(self) -> Iterator[None]:
@@ -46,6 +48,12 @@ class LiveProgress:
         if tokens > 0:
             with self._lock:
                 self._tokens += tokens
+                self._produced += tokens
+
+    def produced(self) -> int:
+        """Every token produced since the engine was made (finished calls and the running one)."""
+        with self._lock:
+            return self._produced
 
     def snapshot(self) -> ProgressSnapshot | None:
         """Where the running call stands; None when the engine is not generating."""

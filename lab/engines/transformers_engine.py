@@ -8,6 +8,8 @@ prompts). Prompts are batched with left padding; greedy when temperature == 0.
 Timings are per request even in a batch: a stopping criterion notes when each decoding step
 ends, so a sequence's TTFT is the end of the first step (the shared prefill) and its latency
 the end of the step that produced its last kept token; tok/s follows from its own token count.
+The same criterion counts the tokens of the rows still generating as they come (`lab.engines.row_tokens`)
+into the engine's live progress, which a waiting Compare column and a batch replay's meter read.
 
 On CPU, torch's intra-op threads follow `lab.engines.cpu_share`: every thread torch started with while
 this engine generates alone, an equal share while other local CPU engines generate too (checked at
@@ -34,6 +36,7 @@ from lab.engines.model_facts import config_facts
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
 from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
+from lab.engines.row_tokens import RowTokens
 from lab.engines.transformers_logprobs import LogprobRecorder
 from lab.errors import EngineLoadError, EngineSpecError
 
@@ -284,6 +287,7 @@ class TransformersEngine(EngineBase):
         (StoppingCriteria, StoppingCriteriaList) = import_transformers("StoppingCriteria", "StoppingCriteriaList")
 
         cancelled, progress = self._cancel, self._progress
+        counter = RowTokens(self._eos_ids(), self.tokenizer.pad_token_id)
         recorder = LogprobRecorder(self.model, self.logprobs_k) if self.logprobs_k > 0 else None
         on_cpu = self.uses_local_cpu()
         used = self.threads_used
@@ -306,7 +310,7 @@ class TransformersEngine(EngineBase):
                     recorder.note(input_ids)
                 if on_cpu:  # another engine started or ended: take this engine's share from the next step
                     share(share_torch_threads())
-                progress.add(1)  # one more token of each sequence: what a column shows while it waits
+                progress.add(counter.count(input_ids[:, -1]))  # each row still generating: one more token
                 stop = cancelled.is_set()
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -450,8 +454,10 @@ class TransformersEngine(EngineBase):
 
     def engine_settings(self) -> dict:
         """SPEC §8 `sampling` keys describing the engine."""
+        from importlib.metadata import version
+
         return {"dtype": self.dtype, "device": self.device, "lora_path": self.lora, "batch_size": self.batch_size,
-                "max_model_len": self.max_model_len}
+                "max_model_len": self.max_model_len, "engine_version": f"transformers {version('transformers')}"}
 
     def describe(self) -> EngineInfo:
         return EngineInfo(

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.claims import check_run_name
     from lab.runs.cli_engines import CliEngines
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
-    from lab.runs.replay import run_file_name
+    from lab.runs.replay import check_run_name_length, run_file_name
     from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection
     from lab import jsontext
 
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()
     taken = stored_names(settings) if stored_names is not None and own_folder else None
     name = args.name if len(args.engine) == 1 else None
+    check_run_name_length(name)  # an input error: exit 2, before any engine loads
     engines = CliEngines(args.engine, check=lambda engine: check_run_name(
         out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume, overwrite=args.overwrite,
         explicit=bool(name), taken=taken))

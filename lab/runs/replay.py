@@ -20,10 +20,12 @@ from lab.prompts.guard import check_context, context_stats
 from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
+from lab.runs.meter import ReplayMeter, step_tokens
 from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, run_steps
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
+from lab.runs.template_hash import template_sha256
 from lab.scoring.aggregate import aggregate_scores
 from lab.scoring.stability import DEFAULT_PASS_THRESHOLD, stability_aggregate
 from lab.tb2lite import CORRECTED
@@ -59,6 +61,9 @@ class ReplayConfig:
     taken: TakenFn | None = None  # more places a name can be taken (a run in the store)
     notify: Callable[[str], None] | None = None  # told when the run gets another name than asked
     replay_steps: int | None = None  # scored steps of the replay the run is made on (before --tasks/--limit)
+    # answer only these steps now (a race's round: lab.sweep.race); the rest wait in the checkpoint, which
+    # replay() then returns instead of a result file, for a later call or `replay --resume`
+    only: frozenset[str] | None = None
 
 
 def run_name_max() -> int:
@@ -80,16 +85,25 @@ def default_run_name(engine: EngineBase) -> str:
     return name if name.endswith(tag) else f"{name}-{tag}"
 
 
+def _stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+
+
+def check_run_name_length(explicit: str | None) -> None:
+    """LabError when a run name the user gives is longer than `run_name_max` (checked before any engine
+    loads, so `--name` is an input error like any other: exit 2)."""
+    limit = run_name_max()
+    if explicit and len(_stem(explicit)) > limit:
+        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
+                       "(it becomes the result file's name)")
+
+
 def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
-    name = explicit or default_run_name(engine)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or engine.kind
-    limit = run_name_max()
-    if len(stem) > limit and explicit:
-        raise LabError(f"run name '{explicit[:40]}…' has {len(explicit)} characters; give at most {limit} "
-                       "(it becomes the result file's name)")
-    return stem[:limit].rstrip("-")
+    check_run_name_length(explicit)
+    stem = _stem(explicit or default_run_name(engine)) or engine.kind
+    return stem[:run_name_max()].rstrip("-")
 
 
 def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
@@ -109,12 +123,16 @@ def replay(
     config: ReplayConfig,
     progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
+    meter: ReplayMeter | None = None,
 ) -> Path:
     """Replay `steps` on a loaded `engine`; return the path of the finished result file.
 
     Finished steps are appended to `<name>.partial.jsonl` as they complete. With `resume`,
     steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
-    caller interrupt between chunks (the checkpoint then holds everything done so far).
+    caller interrupt between chunks (the checkpoint then holds everything done so far). With
+    `config.only`, only those steps are generated now; while others are left, the run stays a checkpoint
+    (its path is returned; every step's key and the run's header are those of all `steps`).
+    `meter`, read by the caller from another thread, follows the tokens generated between finished steps.
     """
     if config.chunk_size < 1:
         raise LabError(f"chunk size must be at least 1, got {config.chunk_size}")
@@ -126,13 +144,14 @@ def replay(
         named = user_run_name(engine, config.run_name, config.name_given, claim.name)
         if named != config.run_name:
             config = replace(config, run_name=named)
-        return _replay_claimed(engine, steps, config, claim, progress, stop)
+        return _replay_claimed(engine, steps, config, claim, progress, stop, meter)
     finally:
         claim.release()
 
 
 def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig, claim: RunClaim,
-                    progress: ProgressFn | None, stop: threading.Event | None) -> Path:
+                    progress: ProgressFn | None, stop: threading.Event | None,
+                    meter: ReplayMeter | None = None) -> Path:
     """replay() once its run name is held."""
     checkpoint = Checkpoint(claim.checkpoint)
     sampling = config.sampling or engine.default_sampling
@@ -142,6 +161,7 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     prompts = [render_for_engine(engine, s) for s in steps]
     generates = not engine.answers_from_data  # else the prompt is rendered for display only: a raw fallback is no reason to stop
     meta = template_metadata(prompts, prompt_options_of(engine))
+    meta["template_sha256"] = template_sha256(engine)  # the template as one hash: comparisons check it
     if generates and not config.allow_raw_fallback and not meta.get("rank_eligible", True):
         raise RawFallbackError(
             f"{engine.spec}: {meta['template_status_counts'].get('raw_fallback', 0)} prompts fell back to raw text "
@@ -171,10 +191,12 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     else:  # a new run, or a checkpoint that died before its header: started afresh
         checkpoint.start(header)
 
-    todo = [i for i, s in enumerate(steps) if s.key not in done]
+    todo = [i for i, s in enumerate(steps) if s.key not in done and (config.only is None or s.key in config.only)]
     absent: set[str] = set()
     last_live = [0.0]
     total = len(steps)
+    if meter is not None and generates:
+        meter.begin(engine.live_progress(), len(todo), sampling.max_tokens * max(config.samples, 1))
     if progress:
         progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
     # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
@@ -201,6 +223,8 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
                 gen = time.perf_counter() - mark[0]
                 done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
                 checkpoint.append(result.per_step, gen)
+                if meter is not None:
+                    meter.step_done(step_tokens(result.per_step))
                 if progress:
                     # the live aggregate is recomputed at most 4 times a second (and at the end)
                     t, live = time.perf_counter(), None
@@ -223,6 +247,9 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
     if stop is not None and stop.is_set() and len(done) + len(absent) < total:
         checkpoint.close()
         raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
+    if len(done) + len(absent) < total and config.only is not None:  # steps left for a later call
+        checkpoint.close()
+        return claim.checkpoint
 
     per_step = [done[s.key] for s in steps if s.key in done]
     header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
@@ -368,8 +395,13 @@ def _result(
         "engine_spec": engine.spec,
         "contract": engine.contract,
         "lab_version": __version__,
+        # what a comparison checks before it calls two runs comparable (lab.resultfiles.run_settings)
+        **({"replay_sha256": config.replay_fingerprint} if config.replay_fingerprint else {}),
         # the run's coverage is counted against the replay it was made on, not the 303 published steps
         **({"replay_steps": config.replay_steps} if config.replay_steps else {}),
+        # and a selection limited on purpose (--limit, --tasks) against the steps it chose: complete, not partial
+        # (the selection, with the steps it chose, is also a setting a comparison checks)
+        **({"selection": {**config.selection, "steps": header["steps"]}} if config.selection else {}),
         # the name the user gave the run: the name the store shows (lab.store.names.display_name)
         **({"run_name": config.run_name} if config.name_given or engine.name_given else {}),
         **config.extra,

@@ -6,8 +6,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from tqdm import tqdm
-
 from lab.engines.base import Sampling
 from lab.engines.common import EngineBase
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
@@ -125,7 +123,9 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     is a layer above the runs)."""
     from lab.runs.cli_engines import CliEngines
     from lab.runs.legacy_guard import legacy_run_problem
-    from lab.runs.replay import ReplayConfig, replay, run_file_name
+    from lab.runs.meter import ticking
+    from lab.runs.replay import ReplayConfig, check_run_name_length, replay, run_file_name
+    from lab.runs.step_bar import LIVE_EVERY_S, StepBar
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
 
@@ -137,6 +137,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
     taken = stored_names(settings) if stored_names is not None and own_folder else None
     name = args.name if len(args.engine) == 1 else None
+    check_run_name_length(name)  # an input error: exit 2, before any engine loads
     engines = CliEngines(args.engine, check=lambda engine: check_run_name(
         out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite, explicit=bool(name),
         taken=taken))
@@ -158,16 +159,10 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
             samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
         )
         warn_if_greedy(spec, config)
-        bar = tqdm(total=len(steps), desc=engine.name, unit="step", file=sys.stderr)
-
-        def progress(done: int, total: int, agg: dict | None, bar=bar) -> None:
-            bar.n = done
-            if agg:
-                bar.set_postfix(f1=f"{agg['avg_command_f1']:.4f}", json=f"{agg['valid_json_pct']:.1f}%")
-            bar.refresh()
-
+        bar = StepBar(engine.name, len(steps))
         try:
-            path = replay(engine, steps, config, progress=progress)
+            with ticking(bar.draw, LIVE_EVERY_S):
+                path = replay(engine, steps, config, progress=bar.progress, meter=bar.meter)
         except RunNameTaken as exc:  # taken since the check above (another process claimed it meanwhile)
             engines.fail(spec, exc)
             continue

@@ -5,8 +5,9 @@ import argparse
 import sys
 
 from lab.errors import LabError
+from lab.resultfiles.schema import max_samples_per_step
 
-MAX_SAMPLES = 1000
+MAX_SAMPLES = max_samples_per_step()  # the cap a result file is read with (lab/resultfiles/limits.yaml)
 
 
 def check_sample_args(args: argparse.Namespace) -> None:

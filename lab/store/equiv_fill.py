@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 
@@ -99,10 +99,10 @@ def _filled_state(reasons: list[str | None]) -> str:
     return SKIPPED if any(reasons) else DONE
 
 
-def stale_run_ids(store: Store) -> list[str]:
-    """Filled runs with a step whose stored working directory is not the one the store's replay
-    (`store.equiv_contexts`) gives it: filled without the replay, or with another one."""
-    if not store.equiv_contexts:
+def stale_run_ids(store: Store, among: Sequence[str] | None = None) -> list[str]:
+    """Filled runs (of `among`, when given) with a step whose stored working directory is not the one the
+    store's replay (`store.equiv_contexts`) gives it: filled without the replay, or with another one."""
+    if not store.equiv_contexts or (among is not None and not among):
         return []
     frame = pd.DataFrame({"step_key": list(store.equiv_contexts),
                           "cwd": [c.cwd for c in store.equiv_contexts.values()]})
@@ -112,18 +112,19 @@ def stale_run_ids(store: Store) -> list[str]:
             rows = cur.execute(
                 "SELECT DISTINCT s.run_id FROM steps s JOIN runs r ON r.run_id = s.run_id "
                 "LEFT JOIN equiv_ctx c ON c.step_key = s.step_key "
-                f"WHERE r.equiv_state IN ({', '.join('?' for _ in FILLED)}) AND s.equiv_cwd IS DISTINCT FROM c.cwd",
-                list(FILLED)).fetchall()
+                f"WHERE r.equiv_state IN ({', '.join('?' for _ in FILLED)}) AND s.equiv_cwd IS DISTINCT FROM c.cwd"
+                + (" AND list_contains(?, s.run_id)" if among is not None else ""),
+                [*FILLED, *([list(among)] if among is not None else [])]).fetchall()
         finally:
             cur.unregister("equiv_ctx")
     return sorted(r[0] for r in rows)
 
 
-def refill_stale(store: Store) -> int:
-    """Set every stale run (stale_run_ids) pending again, its equiv columns emptied, so the fill
-    computes them with the replay now known (never two values: Compare uses that replay too).
+def refill_stale(store: Store, among: Sequence[str] | None = None) -> int:
+    """Set every stale run (stale_run_ids; of `among`, when given) pending again, its equiv columns emptied,
+    so the fill computes them with the replay now known (never two values: Compare uses that replay too).
     How many runs; the caller fills them (or kicks the background filler)."""
-    ids = stale_run_ids(store)
+    ids = stale_run_ids(store, among)
     if not ids:
         return 0
     marks = ", ".join("?" for _ in ids)

@@ -20,12 +20,13 @@ from lab.store.sample_records import delete_samples, insert_samples, sample_tabl
 from lab.store.unique_names import unique_display_names
 
 RUN_ID_CHARS = 12
-# First folder of a run's stored path -> its `runs.source` (files elsewhere are 'file').
-SOURCE_BY_FOLDER = {"published": "published"}
+# First folder of a run's stored path -> its `runs.source` (files elsewhere are 'file'): `python -m lab demo`
+# writes its synthetic pair under `<results>/synthetic/`
+SOURCE_BY_FOLDER = {"published": "published", "synthetic": "synthetic"}
 
 
 def source_of(stored_path: str) -> str:
-    """'published' for files under `<results>/published/`, else 'file'."""
+    """'published' for files under `<results>/published/`, 'synthetic' under `<results>/synthetic/`, else 'file'."""
     return SOURCE_BY_FOLDER.get(stored_path.split("/", 1)[0], "file") if "/" in stored_path else "file"
 
 

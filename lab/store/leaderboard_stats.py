@@ -18,7 +18,8 @@ from lab.errors import LabError
 from lab.scoring.paired import load_settings
 from lab.scoring.ranking import Ranking, rank_ties
 from lab.store.db import Store
-from lab.store.paired import delta_text, metric_spec, verdict_cell
+from lab.store.interval_hint import hint_for, interval_hint
+from lab.store.paired import delta_text, metric_spec, settings_between, verdict_cell
 from lab.store.stats_cache import Admit, shared, stats_table
 from lab.store.stats_judge import against, chances
 from lab.store.stats_table import Hold, StatsTable
@@ -60,6 +61,7 @@ class TieGroup:
     names: list[str]
     ranking: Ranking | None
     note: str
+    hint: str = ""  # what would give the group its ranking, where too few steps leave it without one
 
 
 def tie_groups(store: Store, run_ids: Sequence[str], *, hold: Hold = nullcontext, admit: Admit = nullcontext,
@@ -96,7 +98,8 @@ def _tie_groups(table: StatsTable, ids: list[str], resamples: int | None, seed: 
             ranking = rank_ties(task, values, len(tasks), scale=spec.scale, resamples=resamples, seed=seed)
             note = "" if ranking is not None else \
                 f"fewer than {load_settings().min_common_steps} steps or {load_settings().min_common_tasks} tasks"
-            group = TieGroup(members, names, ranking, note)
+            hint = "" if ranking is not None else interval_hint(len(at), len(np.unique(task)))
+            group = TieGroup(members, names, ranking, note, hint)
         for r in members:
             out[r] = group
     return out
@@ -140,6 +143,7 @@ class BaselineColumns:
     regret: list[str]
     label: str
     best_note: str = ""
+    hint: str = ""  # what would give the rows without an interval theirs (lab.store.interval_hint)
 
 
 def _against_baseline(table: StatsTable, baseline: str, others: list[str], resamples: int | None,
@@ -161,6 +165,7 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
     chance = dict(zip(best.run_ids, zip(best.p_best, best.expected_regret)))
     labels = {a.difference.adjustment for a in results.values() if a.difference is not None and a.difference.ci}
     cols: dict[str, list[str]] = {"delta": [], "verdict": [], "mde": [], "p_best": [], "regret": []}
+    hints = []
     for run_id in runs:
         p, regret = chance.get(run_id, (None, None)) if run_id else (None, None)
         cols["p_best"].append("" if p is None else f"{p:.2f}")
@@ -176,7 +181,25 @@ def baseline_columns(store: Store, runs: Sequence[str | None], baseline: str, *,
         cols["delta"].append(delta_text(diff, 2, found.note if found else "not comparable"))
         cols["verdict"].append(verdict_cell(diff))
         cols["mde"].append("" if diff is None or diff.mde is None else f"{diff.mde:.1f}")
-    return BaselineColumns(**cols, label=next(iter(labels)) if len(labels) == 1 else "pairwise", best_note=best.note)
+        hints.append(hint_for(diff))
+    return BaselineColumns(**cols, label=next(iter(labels)) if len(labels) == 1 else "pairwise", best_note=best.note,
+                           hint=next((h for h in hints if h), ""))
+
+
+def settings_column(store: Store, runs: Sequence[str | None], baseline: str, hold: Hold = nullcontext) -> list[str]:
+    """Per row: the settings its run differs from the baseline's in (lab.resultfiles.run_settings), "⚠" before
+    one that changes answers; "baseline" for the baseline and NO_STEPS for a row without a run."""
+    known = stats_table(store, hold).settings  # read with the store's matrix, kept until the store changes
+    out = []
+    for run_id in runs:
+        if run_id is None:
+            out.append(NO_STEPS)
+        elif run_id == baseline:
+            out.append(BASELINE)
+        else:
+            diff = settings_between(known.get(baseline), known.get(run_id))
+            out.append(diff.short() if diff is not None else "not recorded")
+    return out
 
 
 def baseline_choices(store: Store) -> list[tuple[str, str]]:
@@ -203,6 +226,7 @@ VERDICT_COLUMN = "vs baseline"
 MDE_COLUMN = "detectable Δ (80 %)"
 BEST_COLUMN = "P(best)"
 REGRET_COLUMN = "regret (points)"
+SETTINGS_COLUMN = "settings vs baseline"
 
 
 def leaderboard_rows(store: Store, first56: bool, sort: str, hold: Hold = nullcontext) -> tuple[pd.DataFrame, list]:
@@ -230,16 +254,19 @@ def with_comparisons(store: Store, frame: pd.DataFrame, baseline: str | None = N
     out = frame.copy()
     at = list(out.columns).index("score") + 1 if "score" in out.columns else len(out.columns)
     columns = {TIES_COLUMN: [tie_text(groups.get(r) if r else None, r) for r in runs]}
-    notes = [ties_note(groups)]
+    notes = [ties_note(groups), next((g.hint for g in groups.values() if g.hint), "")]
     if baseline:
         picked = baseline_columns(store, runs, baseline, hold=hold, admit=admit, resamples=resamples, seed=seed)
         columns.update({DELTA_COLUMN: picked.delta, VERDICT_COLUMN: picked.verdict, MDE_COLUMN: picked.mde,
-                        BEST_COLUMN: picked.p_best, REGRET_COLUMN: picked.regret})
+                        BEST_COLUMN: picked.p_best, REGRET_COLUMN: picked.regret,
+                        SETTINGS_COLUMN: settings_column(store, runs, baseline, hold)})
         notes.append(f"Δ score = row − baseline {name} [{baseline}] over their common steps; 95 % intervals "
                      f"{picked.label}; detectable Δ: the smallest true difference each comparison finds 80 % of the "
                      "time; P(best): the share of task resamples in which the row scores highest on the baseline's "
                      "steps, regret: the points picking it is expected to give up"
-                     + (f" ({picked.best_note})" if picked.best_note else ""))
+                     + (f" ({picked.best_note})" if picked.best_note else "")
+                     + "; ⚠ a setting that changes answers differs from the baseline's")
+        notes.append(picked.hint if picked.hint not in notes else "")
     for offset, (col, values) in enumerate(columns.items()):
         out.insert(at + offset, col, values)
     return out, " · ".join(n for n in notes if n)

@@ -8,6 +8,7 @@ common steps is part of every answer.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,6 +20,7 @@ import pandas as pd
 import yaml
 
 from lab.errors import LabError
+from lab.resultfiles.run_settings import RunSettings, SettingsDiff, compare_settings, run_settings
 from lab.scoring.paired import (
     Difference, PairedMetric, compare_each, compare_many, load_settings, task_contributions,
 )
@@ -81,6 +83,8 @@ class RunSteps:
     equiv_state: str
     steps: pd.DataFrame    # indexed by step_key, in the file's order
     samples: pd.DataFrame  # step_key, sample, the sampled metrics' columns (empty: one answer per step)
+    settings: RunSettings | None = None  # how it was made (lab.resultfiles.run_settings)
+    missing_from_replay: int | None = None  # its steps the store's replay lacks (None: no replay known)
 
     def label(self) -> str:
         return f"{self.name} [{self.run_id}]"
@@ -88,15 +92,45 @@ class RunSteps:
 
 def load_run(store: Store, run_id: str) -> RunSteps:
     """A stored run's steps (LabError for a run id the store does not have)."""
-    meta = store.dicts("SELECT display_name, scoring_version, equiv_state FROM runs WHERE run_id = ?", [str(run_id)])
+    meta = store.dicts("SELECT display_name, scoring_version, equiv_state, meta_json FROM runs WHERE run_id = ?",
+                       [str(run_id)])
     if not meta:
         raise LabError(f"no run '{run_id}' in the store; list them with "
                        "`python -m lab results sql \"SELECT run_id, display_name FROM runs\"`")
     steps = store.query(STEPS_SQL, [str(run_id)]).set_index("step_key", drop=False)
     samples = store.query(SAMPLES_SQL, [str(run_id)])
     m = meta[0]
+    contexts = store.equiv_contexts
+    missing = int((~steps.index.isin(list(contexts))).sum()) if contexts else None
     return RunSteps(str(run_id), str(m["display_name"]), str(m["scoring_version"]), str(m["equiv_state"] or ""),
-                    steps, samples)
+                    steps, samples, stored_settings(m["meta_json"], m["scoring_version"], steps.index), missing)
+
+
+def stored_settings(meta_json: str | None, scoring_version: str, step_keys: Iterable[str]) -> RunSettings:
+    """A stored run's settings from its `runs.meta_json` (the result file's top-level fields) and its steps."""
+    try:
+        meta = json.loads(meta_json) if meta_json else {}
+    except ValueError:
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    return run_settings({**meta, "scoring_version": scoring_version}, step_keys)
+
+
+def settings_of(store: Store, run_ids: Sequence[str]) -> dict[str, RunSettings]:
+    """run_id -> its settings, for many stored runs in two queries (Results, the series)."""
+    ids = sorted({str(r) for r in run_ids if r})
+    if not ids:
+        return {}
+    keys = store.query("SELECT run_id, list(step_key ORDER BY step_key) AS keys FROM steps "
+                       "WHERE list_contains(?, run_id) GROUP BY run_id", [ids])
+    by_run = dict(zip(keys["run_id"], keys["keys"]))
+    metas = store.rows("SELECT run_id, meta_json, scoring_version FROM runs WHERE list_contains(?, run_id)", [ids])
+    return {str(r): stored_settings(mj, str(v), list(by_run.get(r, []))) for r, mj, v in metas}
+
+
+def settings_between(a: RunSettings | None, b: RunSettings | None) -> SettingsDiff | None:
+    """What differs between two runs' settings (None when either is not known)."""
+    return compare_settings(a, b) if a is not None and b is not None else None
 
 
 def check_comparable(a: RunSteps, b: RunSteps) -> None:
@@ -107,11 +141,23 @@ def check_comparable(a: RunSteps, b: RunSteps) -> None:
                        "corrected 303-step one: their scores are not comparable")
 
 
+def _needs_replay(run: RunSteps) -> str:
+    """Why a run's equiv F1 waits for a replay: none is known, or the one known lacks its steps."""
+    if run.missing_from_replay is None:
+        return ("equiv F1 needs the replay its steps came from (--replay PATH, LAB_REPLAY, or "
+                "`python -m lab data download`)")
+    if run.missing_from_replay:
+        return (f"equiv F1 needs the screens of {run.missing_from_replay} of its steps, which the loaded replay "
+                "does not have (the run was made on another replay: give that one with --replay PATH)")
+    return "equiv F1 was computed without the loaded replay and is being filled again with it"
+
+
 def _equiv_note(run: RunSteps, role: str) -> str:
     if run.equiv_state == "done":
         return ""
+    if run.equiv_state == "needs_replay":
+        return f"{role}: {_needs_replay(run)}"
     why = {"pending": "equiv F1 is still being filled", "skipped": "some step is past the equiv limits",
-           "needs_replay": "equiv F1 needs the replay (--replay PATH or LAB_REPLAY)",
            "failed": "equiv F1 failed"}.get(run.equiv_state, f"equiv state {run.equiv_state}")
     return f"{role}: {why}"
 
@@ -193,6 +239,7 @@ class RunComparison:
     candidate: RunSteps
     differences: dict[str, Difference | None]
     notes: dict[str, str] = field(default_factory=dict)
+    settings: SettingsDiff | None = None  # how the two runs' settings differ
 
     def get(self, metric: str) -> Difference | None:
         return self.differences.get(metric)
@@ -208,6 +255,7 @@ class RunComparison:
                 metrics[name] = {"label": spec.label, **{k: _finite(v) for k, v in diff.to_dict().items()}}
         return {"baseline": {"run_id": self.baseline.run_id, "name": self.baseline.name},
                 "candidate": {"run_id": self.candidate.run_id, "name": self.candidate.name},
+                "settings": self.settings.to_dict() if self.settings is not None else None,
                 "metrics": metrics}
 
 
@@ -224,7 +272,8 @@ def compare_loaded(a: RunSteps, b: RunSteps, metrics: Sequence[str] | None = Non
     metrics, n_tasks = compact_tasks([built[n][0] for n in ready])
     diffs = dict(zip(ready, compare_each(metrics, n_tasks, resamples=resamples, seed=seed)))
     return RunComparison(a, b, {s.name: diffs.get(s.name) for s in specs},
-                         {name: note for name, (_, note) in built.items() if note})
+                         {name: note for name, (_, note) in built.items() if note},
+                         settings_between(a.settings, b.settings))
 
 
 def compare_runs(store: Store, baseline: str, candidate: str, metrics: Sequence[str] | None = None,
@@ -243,6 +292,7 @@ class AgainstBaseline:
     name: str
     difference: Difference | None
     note: str = ""
+    settings: SettingsDiff | None = None  # how its settings differ from the baseline's
 
 
 def compare_against(store: Store, baseline: str, candidates: Sequence[str], metric: str = "score",
@@ -272,7 +322,8 @@ def compare_against_loaded(base: RunSteps, runs: Sequence[RunSteps], metric: str
     ready = [i for i, (m, _) in enumerate(built) if m is not None]
     metrics, n_tasks = compact_tasks([built[i][0] for i in ready])
     diffs = dict(zip(ready, compare_many(metrics, n_tasks, resamples=resamples, seed=seed)))
-    return [AgainstBaseline(run.run_id, run.name, diffs.get(i), built[i][1]) for i, run in enumerate(runs)]
+    return [AgainstBaseline(run.run_id, run.name, diffs.get(i), built[i][1], settings_between(base.settings, run.settings))
+            for i, run in enumerate(runs)]
 
 
 def task_breakdown(comparison: RunComparison, metric: str = "score") -> pd.DataFrame:

@@ -8,7 +8,7 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from lab.store.compare_cli import PublishedPath, _settings, load_runs
+from lab.store.compare_cli import PublishedPath, _check_replay, _settings, load_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
     parser.add_argument("candidate", metavar="CANDIDATE", help="the run compared with the baseline (same kinds)")
     parser.add_argument("--metric", default="score", choices=list(load_metrics()), help="the metric (default: score)")
+    parser.add_argument("--replay", default=None, metavar="JSONL",
+                        help="the replay file the runs were made on (as for compare; default: $LAB_REPLAY)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default from lab/scoring/paired.yaml)")
     parser.add_argument("--resamples", type=int, default=None, metavar="N",
@@ -68,8 +70,9 @@ def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -
     from lab.store.plan import plan_pair
 
     resamples = resample_setting(args.resamples)
+    _check_replay(args.replay)
     with ExitStack() as stack:
-        runs = load_runs([args.baseline, args.candidate], _settings(args), stack, published_path)
+        runs = load_runs([args.baseline, args.candidate], _settings(args), stack, published_path, args.replay)
         plan = plan_pair(runs[0], runs[1], args.metric, resamples=resamples, seed=args.seed)
     print(json.dumps(_as_dict(plan), indent=2, allow_nan=False) if args.json else _text(plan))
     return 0

@@ -54,7 +54,7 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, coalesce(model_la
 FROM leaderboard_groups
 WHERE group_type = 'replay_position_bucket' AND $include_published
 UNION ALL
-SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) ELSE '' END || ']', s.bucket,
+SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) WHEN any_value(r.selected_steps) IS NOT NULL THEN ', ' || limited_to(any_value(r.selected_steps)) ELSE '' END || ']', s.bucket,
        count(*), round(avg(s.command_f1), 4)
 FROM steps s JOIN runs r ON r.run_id = s.run_id
 WHERE r.scoring_version = 'corrected_303' AND ($run_ids IS NULL OR list_contains($run_ids, s.run_id))
@@ -68,7 +68,7 @@ SELECT 'published' AS source, CAST(NULL AS VARCHAR) AS run_id, coalesce(model_la
 FROM leaderboard_groups
 WHERE group_type LIKE 'source_group%' AND $include_published
 UNION ALL
-SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) ELSE '' END || ']', s.source_group, 'all',
+SELECT 'run', s.run_id, any_value(r.display_name) || ' [' || left(s.run_id, 6) || CASE WHEN any_value(r.partial) THEN ', partial ' || any_value(r.steps) || '/' || any_value(r.total_steps) WHEN any_value(r.selected_steps) IS NOT NULL THEN ', ' || limited_to(any_value(r.selected_steps)) ELSE '' END || ']', s.source_group, 'all',
        count(*), round(avg(s.command_f1), 4), round(100 * avg(s.first_cmd_exact), 1)
 FROM steps s JOIN runs r ON r.run_id = s.run_id
 WHERE r.scoring_version = 'corrected_303' AND ($run_ids IS NULL OR list_contains($run_ids, s.run_id))

@@ -112,16 +112,35 @@ def replay_steps_of(result: dict) -> int | None:
     return value
 
 
+def selected_steps_of(result: dict) -> int | None:
+    """The steps of a selection limited on purpose (`selection` with a `limit` or `tasks`: --limit, --tasks,
+    the training callback's limit=/tasks=), when fewer than the replay's; None otherwise (or when the file
+    does not say how many, or says something that is not a whole number of steps)."""
+    selection = result.get("selection")
+    if not isinstance(selection, dict) or (selection.get("limit") is None and not selection.get("tasks")):
+        return None
+    value = selection.get("steps")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_REPLAY_STEPS:
+        return None
+    replay = replay_steps_of(result)
+    return value if replay is None or value < replay else None
+
+
 def coverage_fields(result: dict, steps: int, version: str) -> dict[str, Any]:
-    """total_steps, coverage (0-1), num_shards, shard_index and partial of one result dict. The whole a run is
-    counted against: the shards' `total_input_steps`, else the replay it was made on (`replay_steps`: a run
+    """total_steps, coverage (0-1), selected_steps, num_shards, shard_index and partial of one result dict. The
+    whole a run is counted against: the shards' `total_input_steps`, else the steps of a selection limited on
+    purpose (`--limit 2`: complete at 2 steps, not partial), else the replay it was made on (`replay_steps`: a run
     of 2 steps on a 14-step replay is 2/14), else the full step set of its scoring version."""
-    total = _int(result.get("total_input_steps")) or replay_steps_of(result) or FULL_STEPS.get(version) or steps
     shards, index = _int(result.get("num_shards")), _int(result.get("shard_index"))
-    coverage = round(min(steps / total, 1.0), 4) if total else None
     one_shard = shards is not None and shards > 1 and index is not None
-    return {"total_steps": total, "coverage": coverage, "num_shards": shards, "shard_index": index,
-            "partial": bool(one_shard or (coverage is not None and coverage < 1))}
+    selected = None if one_shard else selected_steps_of(result)
+    if selected is not None and steps > selected:  # more answers than it says it chose: the claim is not believed
+        selected = None
+    total = (_int(result.get("total_input_steps")) or selected or replay_steps_of(result) or FULL_STEPS.get(version)
+             or steps)
+    coverage = round(min(steps / total, 1.0), 4) if total else None
+    return {"total_steps": total, "coverage": coverage, "selected_steps": selected, "num_shards": shards,
+            "shard_index": index, "partial": bool(one_shard or (coverage is not None and coverage < 1))}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 -- The lab's DuckDB schema (core tables, owned by lab.store).
 -- Bump schema_version when anything below changes: a store with an older version is
 -- rebuilt from results/ on open (the CSV figures and every result JSON found there).
--- schema_version: 8
+-- schema_version: 9
 
 -- The 116 published TB2-lite (corrected 303-step) leaderboard rows: results/leaderboard_corrected.csv.
 CREATE TABLE leaderboard (
@@ -139,8 +139,11 @@ CREATE TABLE runs (
     spelling_gap                DOUBLE,                -- equiv_score - score (points lost to spelling)
     -- coverage: how much of the replay it was made on the run answered (2 of a 14-step replay: 2/14); a run
     -- whole on a replay smaller than the full set is named "[14-step replay]" (not a 303-step score)
-    total_steps                 INTEGER,               -- total_input_steps, else replay_steps, else 303 (corrected) / 386 (legacy)
+    -- a run whose steps were limited on purpose (--limit, --tasks, the training callback's limit=) is counted
+    -- against that selection: "[limited to 2 steps]", complete, not "[partial 2/14]"
+    total_steps                 INTEGER,               -- total_input_steps, else selected_steps, else replay_steps, else 303 / 386 (legacy)
     coverage                    DOUBLE,                -- steps / total_steps (0-1)
+    selected_steps              INTEGER,               -- the steps of a selection limited on purpose; NULL: none
     num_shards                  INTEGER,               -- a shard file's num_shards (NULL: not sharded)
     shard_index                 INTEGER,
     partial                     BOOLEAN NOT NULL DEFAULT FALSE, -- coverage < 1 or one shard of several
@@ -243,6 +246,9 @@ CREATE TABLE sample_stats (
     PRIMARY KEY (run_id, step_key)
 );
 
+-- What a run limited on purpose says after its name (runs.selected_steps): "limited to 2 steps".
+CREATE OR REPLACE MACRO limited_to(n) AS 'limited to ' || n || CASE WHEN n = 1 THEN ' step' ELSE ' steps' END;
+
 -- Published rows and imported runs in one shape, for the plots. Legacy runs carry their
 -- scoring_version: plot queries keep to corrected_303.
 CREATE VIEW results_all AS
@@ -261,7 +267,10 @@ SELECT 'run', run_id,
             THEN display_name || ' (checkpoint-' || checkpoint_step || ')' ELSE display_name END
        || CASE WHEN partial THEN ' [partial ' || steps || '/' || coalesce(total_steps, steps)
                     || CASE WHEN num_shards > 1 THEN ', shard ' || (shard_index + 1) || ' of ' || num_shards ELSE '' END
+                    || CASE WHEN selected_steps IS NOT NULL THEN ', ' || limited_to(selected_steps) ELSE '' END
                     || ']'
+               -- complete for the selection it was limited to on purpose
+               WHEN selected_steps IS NOT NULL THEN ' [' || limited_to(selected_steps) || ']'
                -- whole on its replay, but that replay is not the full step set: not a score of the full set
                WHEN total_steps < CASE WHEN scoring_version = 'legacy_386' THEN 386 ELSE 303 END
                     THEN ' [' || total_steps || '-step replay]'

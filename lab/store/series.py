@@ -38,7 +38,8 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
         "NULL AS pub_series, NULL AS pub_x_kind, NULL AS pub_x"
     df = store.query(
         f"SELECT r.run_id, r.display_name || CASE WHEN r.partial THEN ' [partial ' || r.steps || '/' || r.total_steps || ']' "
-        f"ELSE '' END AS name, r.model_short, r.path, r.model_path, r.checkpoint_step, r.score, r.steps, "
+        f"WHEN r.selected_steps IS NOT NULL THEN ' [' || limited_to(r.selected_steps) || ']' ELSE '' END AS name, "
+        f"r.model_short, r.path, r.model_path, r.checkpoint_step, r.score, r.steps, "
         f"r.scoring_version, {cols}, nll.ref_nll FROM runs r {join} LEFT JOIN ({REF_NLL_SQL}) nll USING (run_id)"
     )
     rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
@@ -144,7 +145,8 @@ def named_rows(df: pd.DataFrame, text: str) -> pd.DataFrame:
 def series_plot(store: Store, first56_only: bool = False, name_filter: str = "") -> go.Figure:
     """The Results tab's plot (first56_only does not apply: these are runs, not leaderboard rows);
     until a series is in the store it shows the leaderboard's checkpoint rows as points.
-    Names carry "[partial n/N]" for runs that answered part of their selection."""
+    Names carry "[partial n/N]" for runs that answered part of their selection, "[limited to n steps]" for runs
+    whose selection was limited on purpose (--limit, the training callback's limit=)."""
     df = named_rows(series_frame(store), name_filter)
     if df.empty:
         points = named_rows(leaderboard_checkpoints(store), name_filter)

@@ -22,6 +22,7 @@ import pandas as pd
 from lab.errors import LabError
 from lab.store.db import Store
 from lab.scoring.paired import Difference
+from lab.store.interval_hint import hint_for
 from lab.store.paired import AgainstBaseline, delta_text, metric_spec, mde_text, verdict_cell, verdict_words
 from lab.store.series import series_frame
 from lab.store.stats_cache import Admit, shared, stats_table
@@ -133,8 +134,21 @@ def _series_stats(table: StatsTable, series: str, points: pd.DataFrame, slice_ke
         lead, lead_note = Lead(best, runner, found.difference, found.note), "pairwise, picked after seeing the scores"
     if points["ref_nll"].isna().all():
         notes.append(NO_NLL)
+    notes += series_notes(parts[0])
     best_chances = chances(table, ids, ids[0], "score", resamples=resamples, seed=seed)
     return SeriesStats(series, str(points["x_kind"].iloc[0]), points, parts, lead, lead_note, notes, best_chances)
+
+
+def series_notes(whole: Part) -> list[str]:
+    """What would give the series' intervals where its checkpoints have none (too few common steps), and the
+    settings any checkpoint differs from the first point in (lab.resultfiles.run_settings)."""
+    found = whole.deltas["score"]
+    hint = next((h for h in (hint_for(f.difference) for f in found) if h), "")
+    differ = [f"{f.name}: {f.settings.short()}" for f in found if f.settings is not None and f.settings.differ]
+    notes = [hint] if hint else []
+    if differ:
+        notes.append("settings that differ from the first point (⚠ changes answers): " + " · ".join(differ))
+    return notes
 
 
 def point_label(stats: SeriesStats, i: int) -> str:
@@ -194,6 +208,9 @@ def series_table(stats: SeriesStats) -> pd.DataFrame:
             row["verdict (score)"] = "first point" if i == 0 else verdict_cell(diff)
             row["detectable Δ score (80 %)"] = "" if i == 0 else mde_text(diff)
             row["p_best"], row["expected_regret"] = _chance_cells(stats, run_id, part.name == ALL_STEPS)
+            found = part.deltas["score"][i - 1] if i else None
+            row["settings vs first"] = "first point" if i == 0 else (
+                found.settings.short() if found is not None and found.settings is not None else "not recorded")
             row["run_id"] = run_id
             rows.append(row)
     return pd.DataFrame(rows)

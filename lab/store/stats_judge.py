@@ -25,7 +25,9 @@ from lab.scoring.paired import (
     Difference, PairedMetric, _settings, pairwise_differences, replicates, simultaneous_differences, summarize,
     task_counts, task_draws, too_few,
 )
-from lab.store.paired import AgainstBaseline, RunSteps, _equiv_note, check_comparable, metric_spec, paired_metric
+from lab.store.paired import (
+    AgainstBaseline, RunSteps, _equiv_note, check_comparable, metric_spec, paired_metric, settings_between,
+)
 from lab.store.stats_table import StatsTable
 
 _draws: cachetools.LRUCache = cachetools.LRUCache(maxsize=8)
@@ -45,7 +47,9 @@ _NO_STEPS = pd.DataFrame()
 
 def _light(table: StatsTable, i: int) -> RunSteps:
     """A run's name, scorer and equiv state (what the notes of a comparison read)."""
-    return RunSteps(table.run_ids[i], table.names[i], table.scoring[i], table.equiv[i], _NO_STEPS, _NO_STEPS)
+    run_id = table.run_ids[i]
+    return RunSteps(run_id, table.names[i], table.scoring[i], table.equiv[i], _NO_STEPS, _NO_STEPS,
+                    table.settings.get(run_id), table.missing.get(run_id))
 
 
 def _note(table: StatsTable, spec, b: int, c: int, have: np.ndarray) -> str:
@@ -130,7 +134,9 @@ def against(table: StatsTable, baseline: str, candidates: Sequence[str], metric:
     ordered = [summaries[j] for j in ready]
     made = (simultaneous_differences if simultaneous else pairwise_differences)(ordered, reps, settings, resamples, seed)
     found: dict[int, Difference] = dict(zip(ready, made))
-    return [AgainstBaseline(table.run_ids[c], table.names[c], found.get(j), plan.notes[j]) for j, c in enumerate(cands)]
+    base = table.settings.get(baseline)
+    return [AgainstBaseline(table.run_ids[c], table.names[c], found.get(j), plan.notes[j],
+                            settings_between(base, table.settings.get(table.run_ids[c]))) for j, c in enumerate(cands)]
 
 
 def _replicates(table: StatsTable, spec, b: int, cands: Sequence[int], plan: _Plan, usable: list[int], slow: set,

@@ -19,7 +19,7 @@ import numpy as np
 
 from lab.errors import LabError
 from lab.store.db import Store
-from lab.store.paired import LEGACY, MetricSpec, RunSteps, load_metrics, load_run, step_values
+from lab.store.paired import LEGACY, MetricSpec, RunSteps, load_metrics, load_run, settings_of, step_values
 
 Hold = Callable[[], ContextManager]
 RUNS_SQL = "SELECT run_id, display_name, scoring_version, coalesce(equiv_state, '') FROM runs ORDER BY run_id"
@@ -57,6 +57,8 @@ class StatsTable:
     answered: dict[str, set] = field(default_factory=dict)  # sampled column -> runs with several answers per step
     row: dict[str, int] = field(default_factory=dict)
     step_row: dict[str, int] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # run_id -> its RunSettings (lab.resultfiles.run_settings)
+    missing: dict = field(default_factory=dict)   # run_id -> its steps the store's replay lacks (None: no replay)
 
     def index(self, run_id: str) -> int:
         """The run's row (LabError naming a run the store does not have)."""
@@ -110,7 +112,8 @@ class StatsTable:
                               "task_id": [self.task_ids[t] for t in self.step_task[at]],
                               "bucket": self.bucket[at],
                               **{c: self.values[c][i, at] for c in COLUMNS}}).set_index("step_key", drop=False)
-        return RunSteps(run_id, self.names[i], self.scoring[i], self.equiv[i], frame, pd.DataFrame())
+        return RunSteps(run_id, self.names[i], self.scoring[i], self.equiv[i], frame, pd.DataFrame(),
+                        self.settings.get(run_id), self.missing.get(run_id))
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ class _Read:
     steps: list[tuple]
     values: dict
     sampled: dict
+    settings: dict
+    contexts: frozenset | None
 
 
 def _read(store: Store, hold: Hold) -> _Read:
@@ -132,7 +137,9 @@ def _read(store: Store, hold: Hold) -> _Read:
             values = cur.execute(VALUES_SQL).fetchnumpy()
             with_samples = [r for (r,) in cur.execute("SELECT DISTINCT run_id FROM samples ORDER BY run_id").fetchall()]
         sampled = {r: load_run(store, r) for r in with_samples}
-    return _Read(generation, runs, steps, values, sampled)
+        settings = settings_of(store, [r for r, *_ in runs])
+    contexts = frozenset(store.equiv_contexts) if store.equiv_contexts else None
+    return _Read(generation, runs, steps, values, sampled, settings, contexts)
 
 
 def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
@@ -161,6 +168,12 @@ def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
     )
     table.row.update({r: i for i, r in enumerate(table.run_ids)})
     table.step_row.update({k: j for j, k in enumerate(table.step_keys)})
+    table.settings.update(got.settings)
+    if got.contexts is None:
+        table.missing.update({r: None for r in table.run_ids})
+    else:
+        lacking = np.array([k not in got.contexts for k in table.step_keys])
+        table.missing.update({r: int((present[i] & lacking).sum()) for i, r in enumerate(table.run_ids)})
     _sample_means(table)
     return table
 
@@ -199,6 +212,8 @@ def table_of(runs: Sequence[RunSteps]) -> StatsTable:
     )
     table.row.update({r: i for i, r in enumerate(ids)})
     table.step_row.update(keys)
+    table.settings.update({r.run_id: r.settings for r in runs})
+    table.missing.update({r.run_id: r.missing_from_replay for r in runs})
     _sample_means(table)
     return table
 

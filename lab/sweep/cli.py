@@ -13,6 +13,7 @@ from lab.settings import env, Settings
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from lab.runs.replay_cli import _number, add_arguments as replay_arguments
     from lab.sweep.options import ANSWERS, WHAT
+    from lab.sweep.race_cli import add_race_arguments
 
     replay_arguments(parser)
     parser.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--what", choices=list(WHAT), default=ANSWERS,
                         help="answers: each engine replays the steps (as `replay`); reference: each engine scores the "
                              "reference answers' likelihood (as `score-reference`: NAME.reference.json, no sampling)")
+    add_race_arguments(parser)
 
 
 def _select(args: argparse.Namespace, settings: Settings):
@@ -38,9 +40,11 @@ def run(args: argparse.Namespace) -> int:
     from lab.sweep.bars import TerminalBars
     from lab.sweep.options import REFERENCE
     from lab.sweep.plan import Sweep, execute
+    from lab.sweep.race_cli import check_race_args
     from lab.sweep.specs import expand_specs
 
     check_sample_args(args)
+    check_race_args(args)
     if args.what == REFERENCE and args.samples > 1:
         raise LabError(f"--samples {args.samples} with --what reference: the reference is scored once per step "
                        "(teacher forcing, no sampling); drop --samples")
@@ -53,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
     run_name = args.name if len(specs) == 1 else None
     sweep = Sweep(specs, steps, args, str(replay_set.path), replay_set.fingerprint, out_dir, args.shards,
                   [run_name] * len(specs), args.what, len(replay_set.steps))
+    if args.race:
+        from lab.sweep.race_cli import run_race
+
+        return run_race(args, sweep, out_dir, _importer(out_dir, settings))
     audit = env("LAB_SWEEP_AUDIT")  # a file: every path each worker process opened, as JSON
     bars = TerminalBars()
 
@@ -81,8 +89,16 @@ def run(args: argparse.Namespace) -> int:
                   f"tokens, NLL per token {'n/a' if nll is None else f'{nll:.4f}'} -> {outcome.path}")
         else:
             print(f"{outcome.spec}: {agg['steps']} steps{lacking}, score {100 * agg['avg_command_f1']:.2f} -> {outcome.path}")
-        if out_dir.resolve() == Path(settings.runs_dir).resolve():  # the lab's own runs folder: the driver imports
-            from lab.store.autoimport import import_new_run
-
-            print(import_new_run(settings, outcome.path))
+        importer = _importer(out_dir, settings)
+        if importer is not None:
+            print(importer(outcome.path))
     return 1 if failures else 0
+
+
+def _importer(out_dir: Path, settings: Settings):
+    """In the lab's own runs folder the driver imports each finished run into the store (None elsewhere)."""
+    if out_dir.resolve() != Path(settings.runs_dir).resolve():
+        return None
+    from lab.store.autoimport import import_new_run
+
+    return lambda path: import_new_run(settings, path)

@@ -103,8 +103,6 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
 def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit: bool,
            stop: threading.Event, claimed: list[RunClaim | None]) -> None:
     """run_job's loop; `claimed[0]` holds the job's run name once its engine has named it."""
-    from ray.exceptions import RayActorError, RayTaskError
-
     while True:
         if stop.is_set():
             report(job, state=states.STOPPED)
@@ -151,30 +149,57 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
             ray.get(actor.close.remote())
             report(job, state=states.DONE)
             return
-        except RayActorError:
-            if stop.is_set():
-                report(job, state=states.STOPPED)
+        except Exception as exc:  # noqa: BLE001 - a lost actor is placed again; any other error ends this job only
+            if not on_job_error(job, exc, report, stop):
                 return
-            job.replacements += 1
-            if job.replacements > MAX_REPLACEMENTS:
-                report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
-                return
-            report(job, state=states.REPLACING, node=None)
-        except RayTaskError as exc:
-            if stop.is_set():  # the replay saw its folder go (discard) or its server die: a stop, not a failure
-                report(job, state=states.STOPPED)
-                return
-            report(job, error=f"{job.spec}: {exc.cause if exc.cause is not None else exc}", state=states.FAILED)
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. the driver cannot write its file: this job fails, others go on
-            why = str(exc) if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
-            report(job, error=f"{job.spec}: {why}", state=states.FAILED)
-            return
         finally:
             if checkpoint is not None:
                 checkpoint.close()  # every row received stays on disk (a stop or a lost node keeps them)
             _kill(ray, actor)
             job.actor = None
+
+
+def on_job_error(job: Job, exc: Exception, report: _Reporter, stop: threading.Event) -> bool:
+    """What an error while driving a job means: True to place it again (its actor or node died), else the job
+    ends, stopped (a Stop) or failed with the reason."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(exc, RayActorError):
+        return lost_actor(job, report, stop)
+    if isinstance(exc, RayTaskError):
+        task_failed(job, exc, report, stop)
+    else:  # e.g. the driver cannot write its file: this job fails, the others go on
+        driver_failed(job, exc, report)
+    return False
+
+
+def lost_actor(job: Job, report: _Reporter, stop: threading.Event) -> bool:
+    """The job's actor (or its node) died: True to place it again, False when that was a stop or the
+    job has lost too many."""
+    if stop.is_set():
+        report(job, state=states.STOPPED)
+        return False
+    job.replacements += 1
+    if job.replacements > MAX_REPLACEMENTS:
+        report(job, error=f"{job.spec}: its actor died {job.replacements} times", state=states.FAILED)
+        return False
+    report(job, state=states.REPLACING, node=None)
+    return True
+
+
+def task_failed(job: Job, exc: Exception, report: _Reporter, stop: threading.Event) -> None:
+    """The job's replay raised on its actor: a failure, or a stop (its folder went, or its server died)."""
+    if stop.is_set():
+        report(job, state=states.STOPPED)
+        return
+    cause = getattr(exc, "cause", None)
+    report(job, error=f"{job.spec}: {cause if cause is not None else exc}", state=states.FAILED)
+
+
+def driver_failed(job: Job, exc: Exception, report: _Reporter) -> None:
+    """The driver's own part failed (e.g. it cannot write the file): this job fails, the others go on."""
+    why = str(exc) if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
+    report(job, error=f"{job.spec}: {why}", state=states.FAILED)
 
 
 DISCARD_WAIT_S = 5.0

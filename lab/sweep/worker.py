@@ -89,6 +89,8 @@ class EngineWorker:
 
         config = ReplayConfig(out_dir=self.dir, sampling=sampling_for(self.engine, options), **settings)
         config.run_name = settings.get("run_name")
+        if options.get("only") is not None:  # a race's round: these steps now, the rest stay for later rounds
+            config.only = frozenset(options["only"])
         return config, lambda: replay(self.engine, steps, config)
 
     def missing(self, keys: list[str]) -> int:
@@ -98,7 +100,8 @@ class EngineWorker:
 
     def run(self, steps: list, options: dict, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
         """Replay `steps` (or score their references: `options["what"]`), resuming from `entries` (the rows
-        the driver already holds); yield ("header", header), ("row", row, gen_sec) … and finally ("result", result_dict)."""
+        the driver already holds); yield ("header", header), ("row", row, gen_sec) … and finally ("result", result_dict),
+        or ("partial",) when `options["only"]` left steps for a later call (a race's round)."""
         what = options.get("what", ANSWERS)
         config, make_file = self._job(steps, options)
         checkpoint = Checkpoint(self.dir / f"{self._stem(options['config'].get('run_name'), what)}.partial.jsonl")
@@ -143,6 +146,9 @@ class EngineWorker:
             time.sleep(0.05)
         if "error" in box:
             raise box["error"]
+        if Path(box["path"]) == checkpoint.path:  # the run goes on in a later round: every row was read above
+            yield ("partial",)
+            return
         result = json.loads(Path(box["path"]).read_text(encoding="utf-8"))
         if what == REFERENCE:  # a shard's file says so, as a replay shard's does (`replay` writes `extra` itself)
             result.update(options["config"].get("extra", {}))

@@ -91,9 +91,11 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     from lab.ui.published.panel import build_published_panel
     from lab.ui.results.tab import build_results_tab
     from lab.ui.shell.choices import short_choice_errors
+    from lab.ui.shell.numbers import numbers_refused_in_one_line
 
     serve_requests(ctx)
     short_choice_errors()  # a value that is no choice is refused in one short line, not echoed with every choice
+    numbers_refused_in_one_line()  # `nan` in a number field: one line naming the field, not Gradio's ": failed"
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
         with gr.Tabs(elem_id="lab-tabs") as tabs:
@@ -143,12 +145,15 @@ def launch_options() -> dict:
     event's inputs and outputs (whole columns of HTML) into the browser's localStorage on each step
     switch, the largest cost of a switch in the browser. On a public deployment uvicorn is told
     which proxies' X-Forwarded-For to believe first (lab.ui.shell.proxies)."""
+    from lab.ui.shell.exports import export_routes
     from lab.ui.shell.proxies import apply_proxy_trust
 
     apply_proxy_trust(Settings())
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
-    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **launch_limits(),
-            **_no_self_check()}
+    limits = launch_limits()
+    app_kwargs = {**limits.pop("app_kwargs", {}), "routes": export_routes()}  # exports download from the lab's route
+    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **limits,
+            "app_kwargs": app_kwargs, **_no_self_check()}
 
 
 def _no_self_check() -> dict:

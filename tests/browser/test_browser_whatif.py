@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urljoin
 
 import pytest
 
@@ -97,7 +98,9 @@ def test_edit_screen_rerun_on_two_engines(served, tmp_path):
         page.get_by_role("button", name="Export what-ifs (JSONL)").click()
         link = page.locator("#lab-whatif-file a").first
         expect(link).to_have_attribute("href", re.compile(r"whatifs\.jsonl$"))
-        lines = page.request.get(link.get_attribute("href")).text().splitlines()
+        href = link.get_attribute("href")
+        assert href.startswith("/lab-exports/") and "/tmp" not in href  # the lab's route: a token and a name
+        lines = page.request.get(urljoin(page.url, href)).text().splitlines()
         assert [json.loads(line)["edit_id"] for line in lines] == [edit_id]
         assert len(json.loads(lines[0])["results"]) == 3
         path = shot_dir(tmp_path) / "compare-whatif.png"

@@ -156,3 +156,30 @@ def test_two_engines_loading_at_the_same_moment_both_load(tiny_model_dir):
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "ERRORS [] LOADED [True, True]" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_tokens_are_counted_as_they_come_before_the_batch_ends(engine):
+    """Issue 56: a batch moves a replay's step count only when it ends, so the engine counts each row's tokens
+    as they are generated; over the batch the count is exactly the answers' completion tokens."""
+    import threading
+    import time
+
+    progress = engine.live_progress()
+    before = progress.produced()
+    finished: list[int] = []
+    seen: list[tuple[int, int]] = []  # (tokens so far, answers finished) while the batch generates
+    out: list = []
+    worker = threading.Thread(target=lambda: out.extend(engine.generate(
+        [Request(STEP, p) for p in chat_prompts(engine.tokenizer, 2)], Sampling(max_tokens=400),
+        on_done=lambda i, c: finished.append(i))))
+    worker.start()
+    while worker.is_alive():
+        seen.append((progress.produced() - before, len(finished)))
+        time.sleep(0.005)
+    worker.join()
+    early = [tokens for tokens, answered in seen if answered == 0 and tokens > 0]
+    assert early, "no token was counted before the batch's answers came"
+    assert [t for t, _ in seen] == sorted(t for t, _ in seen)  # the count only grows
+    assert len(out) == 2 and all(c.error is None for c in out)
+    assert progress.produced() - before == sum(c.completion_tokens for c in out)
+    assert progress.snapshot() is None  # nothing running any more

@@ -58,3 +58,18 @@ def test_a_hostile_label_stays_text(tmp_path, monkeypatch):
     row = next(line for line in benchmarks(tmp_path).splitlines() if "alert" in line)
     assert "<script>" not in row and "&lt;script&gt;" in row and "\\|" in row
     assert "`" not in row and "*" not in row
+
+
+def test_a_page_quotes_one_benchmark_s_figures():
+    """`<!-- generated: bench-NAME -->` puts bench/bench_NAME.py's last figures in a page (getting-started quotes
+    what a first look costs); a name that is no benchmark is refused like any unknown part."""
+    page = expand("<!-- generated: bench-rescore -->")
+    assert page.startswith("Recorded by `python bench/bench_rescore.py") and "| figure | value | how |" in page
+    assert "Machine: " in page and "### " not in page
+    for unknown in ("bench-no-such", "bench-record"):
+        try:
+            expand(f"<!-- generated: {unknown} -->")
+        except ValueError as exc:
+            assert unknown in str(exc) and "bench-NAME" in str(exc)
+        else:
+            raise AssertionError(f"{unknown} was accepted")

@@ -31,6 +31,7 @@ VISITOR_MAY_CALL = {
     "/unload_engine": True, "/restart_engine": True,  # only the visitor's own engines
     "/run_batch": False,  # writes into results/
     "/run_sweep": False,  # the owner's Ray cluster; writes into results/
+    "/run_race": False,  # the same cluster, the same results/
     "/stop_batch": True,  # stops only the caller's session
     "/add_runs": True,  # stored runs of results/ as the visitor's own columns
     "/sample_step": True,  # samples stay in the visitor's session
@@ -196,8 +197,8 @@ def test_every_endpoint_is_classified(engines_lab):
 
 
 def test_visitor_cannot_submit_a_cluster_sweep(engines_lab, ray_head):
-    """/run_sweep refuses a visitor in the handler, before any SPEC, pattern or path is read and before
-    anything connects to the owner's cluster; the page does not show the cluster's controls or address."""
+    """/run_sweep and /run_race refuse a visitor in the handler, before any SPEC, pattern or path is read and
+    before anything connects to the owner's cluster; the page does not show the cluster's controls or address."""
     url, results, _ = engines_lab
     address, accepted = ray_head
     guest = visitor(url)
@@ -213,6 +214,10 @@ def test_visitor_cannot_submit_a_cluster_sweep(engines_lab, ray_head):
         html, lines = call(guest, names, specs, [], [], [], shards, samples, True, True, "x", api_name="/run_sweep")
         assert any(line.startswith("Cluster sweeps are off on this public deployment") for line in lines), lines
         assert "saved" not in html and address not in html and "/etc" not in html
+    for names, specs, _, samples in attempts:  # the race beside it: refused the same way
+        html, lines = call(guest, names, specs, [], [], [], samples, True, True, 1000, 10**9, api_name="/run_race")
+        assert any(line.startswith("Cluster sweeps are off on this public deployment") for line in lines), lines
+        assert "finalist" not in html and address not in html and "/etc" not in html
     assert accepted == []  # nothing connected to the owner's Ray head
     assert data_files(results) == before
     config = httpx.get(f"{url}config", timeout=30).json()

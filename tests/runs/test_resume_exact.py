@@ -149,3 +149,33 @@ def test_killed_and_resumed_run_reports_the_uninterrupted_generation_time(tmp_pa
     assert gen_ratio(resumed) == pytest.approx(gen_ratio(uninterrupted), rel=0.15)
     assert gen_ratio(resumed) > 0.9
     assert resumed["avg_sec_per_step"] == round(resumed["gen_time_sec"] / 18, 3)
+
+
+def test_only_some_steps_leave_a_checkpoint_that_replay_resume_completes(tmp_path):
+    """`only` (a race's round): those steps are answered, the run stays a checkpoint pinned to every selected
+    step, a later call adds more, and `replay --resume` finishes it into the file one full replay writes."""
+    source = tmp_path / "a.jsonl"
+    source.write_bytes(EXCERPT.read_bytes())
+    steps = load_replay(source).steps
+    engine = create_engine("reference")
+    engine.load()
+    out = tmp_path / "runs"
+
+    def config(**kw) -> ReplayConfig:
+        return ReplayConfig(out_dir=out, eval_path=str(source), run_name="r", selection=step_selection("corrected", None,
+                            None), replay_fingerprint=load_replay(source).fingerprint, **kw)
+
+    first = {s.key for s in steps if s.task_id == steps[-1].task_id}  # the second task first, as a race may
+    path = replay(engine, steps, config(only=frozenset(first)))
+    assert path == out / "r.partial.jsonl" and not (out / "r.json").exists()
+    header, rows = Checkpoint(path).read()
+    assert {f"{r['task_id']}/{r['step_idx']}" for r in rows} == first and header["steps"] == len(steps)
+    path = replay(engine, steps, config(only=frozenset(first | {steps[0].key}), resume=True))
+    assert len(Checkpoint(path).read()[1]) == len(first) + 1
+    done = run_lab("replay", "--replay", str(source), "--engine", "reference", "--name", "r", "--out", str(out),
+                   "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    full = replay(engine, steps, ReplayConfig(out_dir=tmp_path / "full", eval_path=str(source), run_name="r"))
+    resumed, whole = (json.loads(p.read_text()) for p in (out / "r.json", full))
+    assert [r["step_idx"] for r in resumed["per_step"]] == [r["step_idx"] for r in whole["per_step"]]
+    assert resumed["aggregate"] == whole["aggregate"] and not (out / "r.partial.jsonl").exists()

@@ -1,6 +1,6 @@
 """`python -m lab compare BASELINE CANDIDATE`: result files, store runs and published runs; the table, --json,
-and the gate's exit codes (1: worse by more than --max-drop with 95 % confidence, 0 otherwise, 2: bad input
-in one line)."""
+a look without --max-drop (exit 0 whatever it finds) and the gate's exit codes with it (1: worse by more than
+--max-drop with 95 % confidence, 0 otherwise, 2: bad input or any other error, in one line)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +16,7 @@ from tests.helpers_store import make_results_dir
 from tests.paths import REPO
 
 FAST = ["--resamples", "1000"]
+GATE = ["--max-drop", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_two_result_files_print_every_metric_and_pass_the_gate(files, capsys):
-    rc, out, err = run(capsys, str(files["base"]), str(files["better"]), *FAST, *store_args(files))
+    rc, out, err = run(capsys, str(files["base"]), str(files["better"]), *FAST, *GATE, *store_args(files))
     assert rc == 0, err
     assert "score (100 × command F1)" in out and "valid JSON (%)" in out and "first command exact (%)" in out
     score_line = next(line for line in out.splitlines() if line.startswith("score (100"))
@@ -53,21 +54,21 @@ def test_two_result_files_print_every_metric_and_pass_the_gate(files, capsys):
 
 
 def test_a_worse_candidate_fails_the_gate_unless_the_drop_is_allowed(files, capsys):
-    rc, out, _ = run(capsys, str(files["base"]), str(files["worse"]), *FAST)
+    rc, out, _ = run(capsys, str(files["base"]), str(files["worse"]), *FAST, *GATE)
     assert rc == 1 and "FAILED" in out and "worse by more than 0 points" in out
     rc, out, _ = run(capsys, str(files["base"]), str(files["worse"]), "--max-drop", "30", *FAST)
     assert rc == 0 and "passed" in out
 
 
 def test_json_holds_each_metric_under_its_name(files, capsys):
-    rc, out, _ = run(capsys, str(files["base"]), str(files["worse"]), "--json", "--seed", "3", *FAST)
+    rc, out, _ = run(capsys, str(files["base"]), str(files["worse"]), "--json", "--seed", "3", *FAST, *GATE)
     data = json.loads(out)
     assert rc == 1 and data["gate"]["failed"] is True and data["gate"]["metric"] == "score"
     score = data["metrics"]["score"]
     assert {"delta", "ci", "improved", "regressed", "unchanged", "steps"} <= set(score)
     assert score["steps"] == 303 and score["ci"][1] < 0 and score["seed"] == 3 and score["resamples"] == 1000
     assert data["metrics"]["ref_nll"]["ci"] is None and data["metrics"]["ref_nll"]["note"]
-    again = json.loads(run(capsys, str(files["base"]), str(files["worse"]), "--json", "--seed", "3", *FAST)[1])
+    again = json.loads(run(capsys, str(files["base"]), str(files["worse"]), "--json", "--seed", "3", *FAST, *GATE)[1])
     assert again["metrics"]["score"]["ci"] == score["ci"]  # the same seed, the same interval
 
 
@@ -85,7 +86,7 @@ def test_a_store_run_by_name_against_a_file(files, capsys):
 
 @pytest.mark.parametrize("argv, expected", [
     (["no-such-run", "base"], "names no run of the store"),
-    (["{base}", "{tiny}"], "cannot gate on score: fewer than 30 common steps (12): no interval"),
+    (["{base}", "{tiny}", "--max-drop", "0"], "cannot gate on score: fewer than 30 common steps (12): no interval"),
     (["{base}", "{better}", "--max-drop", "-1"], "--max-drop -1.0: give a number of points ≥ 0"),
     (["{base}", "{better}", "--max-drop", "nan"], "--max-drop nan"),
     (["{base}", "{better}", "--resamples", "5"], "--resamples 5: use 100 to"),
@@ -107,16 +108,16 @@ def test_bad_input_exits_2_with_one_line(files, capsys, argv, expected):
 
 def test_too_few_common_steps_still_print_the_figures(files, capsys):
     """A comparison the gate cannot decide (12 common steps) prints every figure, then exits 2 saying why."""
-    rc, out, err = run(capsys, *FAST, str(files["base"]), str(files["tiny"]), *store_args(files))
+    rc, out, err = run(capsys, *FAST, *GATE, str(files["base"]), str(files["tiny"]), *store_args(files))
     assert rc == 2 and "fewer than 30 common steps" in err
     assert "score (100 × command F1)" in out and "fewer than 30 common steps" in out
-    rc, out, _ = run(capsys, *FAST, "--json", str(files["base"]), str(files["tiny"]), *store_args(files))
+    rc, out, _ = run(capsys, *FAST, *GATE, "--json", str(files["base"]), str(files["tiny"]), *store_args(files))
     assert rc == 2 and json.loads(out)["gate"]["failed"] is None
 
 
 def test_the_command_exits_1_as_a_process(files):
     """The exit status a CI step sees, from a real `python -m lab compare` process."""
-    proc = subprocess.run([sys.executable, "-m", "lab", "compare", str(files["base"]), str(files["worse"]), *FAST],
+    proc = subprocess.run([sys.executable, "-m", "lab", "compare", str(files["base"]), str(files["worse"]), *FAST, *GATE],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "FAILED" in proc.stdout and "Traceback" not in proc.stderr

@@ -120,7 +120,8 @@ def test_coverage_is_against_the_replay_the_run_was_made_on():
     from lab.store.records import coverage_fields
 
     assert coverage_fields({"replay_steps": 14}, 2, "corrected_303") == {
-        "total_steps": 14, "coverage": round(2 / 14, 4), "num_shards": None, "shard_index": None, "partial": True}
+        "total_steps": 14, "coverage": round(2 / 14, 4), "selected_steps": None, "num_shards": None,
+        "shard_index": None, "partial": True}
     assert coverage_fields({"replay_steps": 14}, 14, "corrected_303")["partial"] is False
     sharded = coverage_fields({"replay_steps": 14, "total_input_steps": 10, "num_shards": 2, "shard_index": 0}, 5,
                               "corrected_303")
@@ -145,5 +146,34 @@ def test_a_cli_run_records_its_replay_and_the_store_counts_against_it(tmp_path):
     assert written["replay_steps"] == len(load_replay(str(EXCERPT)).steps) == 14
     with open_store(Settings(results_dir=results, db_path=results / "lab.duckdb")) as store:
         row = store.query("SELECT name, steps, total_steps, partial FROM results_all WHERE source = 'run'")
-    assert (row.iloc[0]["steps"], row.iloc[0]["total_steps"], bool(row.iloc[0]["partial"])) == (2, 14, True)
-    assert row.iloc[0]["name"].endswith("[partial 2/14]")
+    assert written["selection"] == {"mode": "corrected", "tasks": None, "limit": 2, "steps": 2}
+    # issue 56: the limit was chosen, so the run is whole for its selection, not "[partial 2/14]"
+    assert (row.iloc[0]["steps"], row.iloc[0]["total_steps"], bool(row.iloc[0]["partial"])) == (2, 2, False)
+    assert row.iloc[0]["name"].endswith("[limited to 2 steps]")
+
+
+def test_a_selection_limited_on_purpose_is_whole_for_its_steps():
+    """Issue 56: runs of the training callback with limit=2 were "[partial 2/14]", coverage 0.14. A result file
+    records its selection (mode, tasks, limit and how many steps it chose); a limit or tasks chosen on purpose
+    make the run count against those steps. A file saying nothing, or nonsense, is counted as before."""
+    from lab.store.records import coverage_fields
+
+    limited = {"replay_steps": 14, "selection": {"mode": "corrected", "tasks": None, "limit": 2, "steps": 2}}
+    assert coverage_fields(limited, 2, "corrected_303") == {
+        "total_steps": 2, "coverage": 1.0, "selected_steps": 2, "num_shards": None, "shard_index": None,
+        "partial": False}
+    # a stored run that lacks one of the steps it was asked: partial, of its limited selection
+    assert coverage_fields(limited, 1, "corrected_303")["partial"] is True
+    tasks = {"replay_steps": 14, "selection": {"mode": "corrected", "tasks": ["task-000"], "limit": None, "steps": 7}}
+    assert coverage_fields(tasks, 7, "corrected_303")["selected_steps"] == 7
+    # a limit that limits nothing, no limit, no count, or nonsense: the replay is the whole, as before
+    for selection in ({"limit": 50, "steps": 14}, {"limit": None, "tasks": None, "steps": 2}, {"limit": 2},
+                      {"limit": 2, "steps": "2"}, {"limit": 2, "steps": True}, {"limit": 2, "steps": -1},
+                      {"limit": 2, "steps": 10**9}, "limit 2", [2]):
+        fields = coverage_fields({"replay_steps": 14, "selection": selection}, 2, "corrected_303")
+        assert (fields["selected_steps"], fields["total_steps"], fields["partial"]) == (None, 14, True), selection
+    # a file claiming fewer chosen steps than it answered is not believed
+    assert coverage_fields(limited, 5, "corrected_303")["selected_steps"] is None
+    # one shard of several is counted against the shards' whole whatever its selection says
+    shard = {**limited, "total_input_steps": 10, "num_shards": 2, "shard_index": 0}
+    assert coverage_fields(shard, 2, "corrected_303")["total_steps"] == 10

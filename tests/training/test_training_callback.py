@@ -92,6 +92,8 @@ def test_the_store_holds_the_series_with_two_points(evaluated, lab_results):
         series = series_frame(store)
         points = series[series["series"] == "sft-out"]
         assert list(points["x"]) == SAVES and list(points["x_kind"]) == ["checkpoint step"] * 2
+        # issue 56: limit=1 was chosen, so the points are whole for their step, not "[partial 1/14]"
+        assert all(name.endswith(" [limited to 1 step]") for name in points["name"]), list(points["name"])
         assert points["ref_nll"].notna().all()  # the reference runs joined to their checkpoints
         logged_scores = logged(evaluated[0], "tb2lite/score")
         assert list(points["score"]) == [logged_scores[s] for s in SAVES]

@@ -39,7 +39,7 @@ def test_a_waiting_column_shows_elapsed_time_and_tokens_so_far(tiny_model_dir, t
         assert [t for _, t, _ in live] == sorted(t for _, t, _ in live)  # tokens only grow
         assert live[-1][1] > 0 and live[-1][1] <= final.completion_tokens
         elapsed, tokens, html = live[-1]
-        assert f"{elapsed:.0f} s · {tokens:,} tokens so far" in html and "generating…" in html
+        assert f"{elapsed:.0f} s · {tokens:,} tokens so far · {tokens / elapsed:.1f} tok/s" in html and "generating…" in html
         assert ctx.pool.get("slow").live_progress().snapshot() is None  # nothing running any more
     finally:
         ctx.pool.close_all()

@@ -1,7 +1,8 @@
 """The Batch tab submits a sweep to a real two-node Ray cluster (ray.cluster_utils.Cluster, dashboard off)
 through Gradio's HTTP API: progress rows update and reach done, the files equal `python -m lab replay`'s,
 the runs land in the store, Stop mid-sweep keeps every finished step and resume continues; a missing
-cluster or a missing Ray is one line. The app process is the sweep's driver."""
+cluster or a missing Ray is one line. The app process is the sweep's driver. Beside the sweep, the race
+(`/run_race`) of a synthetic series of stored checkpoints shows its table live and ends with the leader."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import re
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -226,21 +228,35 @@ def test_unreachable_cluster_and_missing_ray_are_one_line(served, monkeypatch):
         assert why in str(err.value) and "\n" not in str(err.value)
 
 
-def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
-    """In a real browser: tick an engine, name the run, click the cluster button; the table reaches done
-    with the node, the overall line and the dashboard line."""
-    from playwright.sync_api import expect, sync_playwright
+@contextmanager
+def batch_page(url: str):
+    """Chromium on the lab's Batch tab (skipped where Debian's chromium is missing)."""
+    from playwright.sync_api import sync_playwright
 
-    from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+    from tests.browser.test_browser_compare import ARGS, CHROMIUM
 
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed at /usr/bin/chromium")
-    url, ctx, _ = served
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.goto(url)
-        page.get_by_role("tab", name="Batch").click()
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.goto(url)
+            page.get_by_role("tab", name="Batch").click()
+            yield page
+        finally:
+            browser.close()
+
+
+def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
+    """In a real browser: tick an engine, name the run, click the cluster button; the table reaches done
+    with the node, the overall line and the dashboard line."""
+    from playwright.sync_api import expect
+
+    from tests.browser.test_browser_compare import shot_dir
+
+    url, ctx, _ = served
+    with batch_page(url) as page:
         expect(page.locator("#lab-sweep-run")).to_be_visible()
         page.locator("#lab-batch-engines").get_by_label("reference", exact=True).check()
         page.get_by_label("run name (optional; one engine only; default: engine name)").fill("browser-ref")
@@ -256,5 +272,89 @@ def test_chromium_clicks_run_on_the_cluster_and_sees_done(served, tmp_path):
         expect(live.locator('[data-field="dashboard"]')).to_have_text("dashboard off")
         expect(live.locator('tr[data-engine="browser-ref"] [data-field="node"]')).to_contain_text(" · ")
         page.screenshot(path=str(shot_dir(tmp_path) / "batch-sweep.png"), full_page=True)
-        browser.close()
     assert (Path(ctx.settings.runs_dir) / "browser-ref.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def served_race(cluster, tmp_path_factory):
+    """A lab on a synthetic 24-task replay with LAB_RAY_ADDRESS at the cluster, and three stored checkpoints
+    (typed into the SPEC box): one right on about 90 % of the steps, two on 30 and 40 %."""
+    from lab.serve import create_context
+    from tests.sweep.race_series import write_checkpoint, write_replay
+
+    root = tmp_path_factory.mktemp("race-ui")
+    replay = write_replay(root / "replay.jsonl", 24)
+    specs = [f"stored:{write_checkpoint(root / f'{n}.json', replay, r)}" for n, r in (("good", 0.9), ("bad1", 0.3),
+                                                                                     ("bad2", 0.4))]
+    results = make_results_dir(root)
+    settings = Settings(results_dir=results, runs_dir=results / "runs", db_path=root / "lab.duckdb",
+                        cache_dir=root / "cache", replay_path=str(replay), ray_address=cluster.address)
+    ctx = create_context(settings, ["reference"])
+    ctx.pool.wait()
+    with serve_lab(ctx) as (_, url):
+        yield url, ctx, specs
+    ctx.pool.close_all()
+
+
+def race_args(specs, *, round_tasks=4, budget=None, samples=1, fresh=False):
+    return [[], "\n".join(specs), [], [], [], samples, True, fresh, round_tasks, budget]
+
+
+def standings_of(html: str) -> dict[str, dict[str, str]]:
+    """Checkpoint -> its race-table cells."""
+    return {name: dict(re.findall(r'data-field="(\w+)"[^>]*>([^<]*)<', body))
+            for name, body in re.findall(r'<tr data-checkpoint="([^"]*)"[^>]*>(.*?)</tr>', html, flags=re.S)}
+
+
+def test_batch_tab_races_a_series_with_the_table_live_and_keeps_each_checkpoint(served_race):
+    """/run_race: the race table after every round while it runs, the worse two eliminated at the first look
+    (round 3 of 6, 12 tasks), the leader a finalist; race.json and the partial runs in the lab's runs folder;
+    a bad choice is one line before anything runs."""
+    from gradio_client import Client
+
+    url, ctx, specs = served_race
+    client = Client(url, verbose=False)
+    job = client.submit(*race_args(specs), api_name="/run_race")
+    final = job.result(timeout=300)
+    shown = job.outputs()
+    table = standings_of(final)
+    assert set(table) == {"good", "bad1", "bad2"}, final[-3000:]
+    assert table["good"]["status"] == "finalist (leader)" and table["good"]["p_best"] == "1.00"
+    assert table["bad1"]["status"] == table["bad2"]["status"] == "eliminated in round 3"
+    assert table["bad1"]["delta"].startswith("-") and table["bad1"]["ci"].startswith("[-")
+    assert "race ended: one checkpoint left" in final
+    live = [o for o in shown if 'data-field="round"' in o and "race ended" not in o]
+    assert any("round 1/6" in o for o in live) and any("round 2/6" in o for o in live), "no table before the end"
+    assert rows_of(final)["good"]["steps"] == "84/84"  # the sweep table: steps given so far
+    runs = Path(ctx.settings.runs_dir)
+    report = json.loads((runs / "race.json").read_text())
+    assert [c["status"] for c in report["checkpoints"]] == ["finalist", "eliminated", "eliminated"]
+    assert sorted(p.name for p in runs.glob("*.partial.jsonl")) == ["bad1.partial.jsonl", "bad2.partial.jsonl",
+                                                                     "good.partial.jsonl"]
+
+    for args, words in ((race_args(specs[:1]), "at least two checkpoints"),
+                        (race_args(specs, round_tasks=5000), "tasks per round: give a whole number from 1 to 1000"),
+                        (race_args(specs, budget=10, fresh=True), "the first round alone")):
+        refused = client.predict(*args, api_name="/run_race")
+        assert words in refused and "Traceback" not in refused, refused[-2000:]
+
+
+def test_chromium_races_the_typed_series_and_sees_the_table(served_race, tmp_path):
+    """In a real browser: type the checkpoints' SPECs, tick 'start a new run', set 4 tasks a round, click the
+    race button; the race table shows the leader a finalist and the others eliminated."""
+    from playwright.sync_api import expect
+
+    from tests.browser.test_browser_compare import shot_dir
+
+    url, _, specs = served_race
+    with batch_page(url) as page:
+        expect(page.locator("#lab-race-run")).to_be_visible()
+        page.locator("#lab-sweep-specs textarea").fill("\n".join(specs))
+        page.locator("#lab-batch-new-run input").check()
+        page.locator("#lab-race-round-tasks input").fill("4")
+        page.locator("#lab-race-run").click()
+        live = page.locator("#lab-batch-live")
+        expect(live.locator('[data-field="ended"]')).to_contain_text("one checkpoint left", timeout=180_000)
+        expect(live.locator('tr[data-checkpoint^="good"] [data-field="status"]')).to_have_text("finalist (leader)")
+        expect(live.locator('tr[data-checkpoint^="bad1"] [data-field="status"]')).to_have_text("eliminated in round 3")
+        page.screenshot(path=str(shot_dir(tmp_path) / "batch-race.png"), full_page=True)

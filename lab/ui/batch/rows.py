@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lab.data.step import Step
+from lab.runs.meter import LiveFigures, describe
 from lab.ui.shell.html_text import esc, fmt
 
 BUCKETS = ("early", "mid", "late")
@@ -15,6 +16,7 @@ WHAT = (ANSWERS, REFERENCE)
 # Steps generated between two checks of the Stop button (and two checkpoint syncs); on a cluster, how
 # often finished steps come back to the app.
 BATCH_CHUNK = 8
+LIVE_EVERY_S = 1.0  # how often a running engine's line shows its tokens so far between finished steps
 
 
 def filter_steps(steps: list[Step], tasks: list[str] | None, buckets: list[str] | None,
@@ -39,6 +41,7 @@ class BatchRow:
     path: str | None = None
     run_id: str | None = None
     node: str | None = None  # where a cluster sweep runs it (None: this machine)
+    live: LiveFigures | None = None  # tokens so far, tok/s, time left (lab.runs.meter); None: nothing generated
 
 
 def _pct(value: object) -> str:
@@ -49,6 +52,13 @@ def _bar(done: int, total: int) -> str:
     width = 100 * done / max(total, 1)
     return (f'<span class="lab-bar" title="{done}/{total}"><span style="width:{width:.1f}%;'
             f'background:#6366f1"></span></span>')
+
+
+def _steps_cell(r: BatchRow) -> str:
+    """Steps done / total and the bar, and under them the tokens so far, tok/s and the time left (estimated)."""
+    live = describe(r.live)
+    line = f'<div class="lab-muted" data-field="live">{esc(live)}</div>' if live else ""
+    return f'<td><span data-field="steps">{r.done}/{r.total}</span>{_bar(r.done, r.total)}{line}</td>'
 
 
 def _state_class(state: str) -> str:
@@ -76,8 +86,7 @@ def render_aggregate(rows: Sequence[BatchRow], overall: bool = False) -> str:
                 f'<td data-field="state" class="lab-state-{_state_class(r.state)}">{esc(r.state)}</td></tr>')
             continue
         body.append(
-            f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>'
-            f'<td><span data-field="steps">{r.done}/{r.total}</span>{_bar(r.done, r.total)}</td>'
+            f'<tr data-engine="{esc(r.name)}"><td><b>{esc(r.name)}</b></td>{_steps_cell(r)}'
             f'<td data-field="score">{"–" if f1 is None else f"{100 * f1:.2f}"}</td>'
             f'<td data-field="f1">{"–" if f1 is None else f"{f1:.4f}"}</td>'
             f"<td>{_pct(agg.get('first_cmd_exact_pct'))}</td><td>{_pct(agg.get('valid_json_pct'))}</td>{node}"

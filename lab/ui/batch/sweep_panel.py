@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import gradio as gr
 
@@ -53,6 +53,17 @@ class SweepSlot:
         with self._lock:
             self.stop = None
 
+    def hold(self, stop: threading.Event, report: Callable, busy: object, drive: Callable) -> None:
+        """Run `drive(report)` holding the slot (its Stop is `stop`); `report(busy)` when another holds it."""
+        if not self.take(stop):
+            report(busy)
+            return
+        try:
+            stop.clear()
+            drive(report)
+        finally:
+            self.free()
+
     def request_stop(self) -> None:
         with self._lock:
             if self.stop is not None:
@@ -60,6 +71,8 @@ class SweepSlot:
 
 
 SLOT = SweepSlot()
+T = TypeVar("T")
+V = TypeVar("V", bound="SweepView")
 
 
 def _whole(value: object, what: str, high: int) -> int:
@@ -181,14 +194,7 @@ def sweep_updates(ctx: LabContext, choice: SweepChoice, resume: bool, stop: thre
     sweep, specs, stems, finished = choice.sweep, choice.specs, choice.stems, choice.finished
 
     def work(report) -> None:
-        if not SLOT.take(stop):
-            report(SweepView("", error=BUSY))
-            return
-        try:
-            stop.clear()
-            drive(report)
-        finally:
-            SLOT.free()
+        SLOT.hold(stop, report, SweepView("", error=BUSY), drive)
 
     def drive(report) -> None:
         view = SweepView(f"connecting to the Ray cluster at <code>{esc(address)}</code> …")
@@ -237,9 +243,36 @@ def sweep_problem(ctx: LabContext) -> str | None:
     return None
 
 
-def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live: gr.HTML) -> None:
+def on_cluster(ctx: LabContext, plan: Callable[[], T], updates: Callable[[T], Iterator[V]], render: Callable[[V], str],
+               view: Callable[..., V]) -> Iterator[str]:
+    """A cluster handler's body: refused where this lab offers no cluster (here, not only hidden: a visitor can
+    call the endpoint directly), a choice that cannot run one line (`plan` raises LabError), else each view of
+    `updates(plan())` as HTML; at the end, the last view's error and each failed engine as a warning."""
+    problem = sweep_problem(ctx)
+    if problem is not None:
+        gr.Warning(problem)
+        yield render(view(esc(problem)))
+        return
+    try:
+        chosen = plan()
+    except LabError as exc:
+        gr.Warning(str(exc))
+        yield render(view("", error=str(exc)))
+        return
+    shown = None
+    for shown in updates(chosen):
+        yield render(shown)
+    if shown is not None:
+        for line in [shown.error, *(f"{r.name}: {r.state}" for r in shown.rows if r.state.startswith("failed"))]:
+            if line:
+                gr.Warning(line)
+
+
+def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live: gr.HTML,
+                      more: Callable[[gr.Textbox, gr.Number], None] | None = None) -> None:
     """The cluster controls under Batch's (shown when LAB_RAY_ADDRESS is set on the owner's lab); the
-    `/run_sweep` endpoint exists either way and refuses by itself."""
+    `/run_sweep` endpoint exists either way and refuses by itself. `more(patterns, samples)` adds controls
+    inside the panel that share its SPECs and samples (the race's)."""
     shown = sweep_problem(ctx) is None
     # the id on a Column: Gradio's Group writes its elem_id on two nested elements (two `#lab-sweep` in the page)
     with gr.Column(visible=shown, elem_id="lab-sweep"), gr.Group():
@@ -253,28 +286,16 @@ def build_sweep_panel(ctx: LabContext, stops: SessionEvents, inputs: dict, live:
                                elem_id="lab-sweep-shards")
             samples = gr.Number(1, precision=0, minimum=1, label="samples per step", elem_id="lab-sweep-samples")
             start = gr.Button("Run on the Ray cluster", variant="primary", elem_id="lab-sweep-run")
+        if more is not None:
+            more(patterns, samples)
 
     def run_sweep(names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples, do_resume, fresh, name,
                   run_what=ANSWERS):
-        problem = sweep_problem(ctx)
-        if problem is not None:  # refused here, not only hidden: a visitor can call the endpoint directly
-            gr.Warning(problem)
-            yield render_view(SweepView(esc(problem)))
-            return
-        try:
-            choice = plan_sweep(ctx, names, specs_text, task_sel, bucket_sel, group_sel, n_shards,
-                                n_samples, bool(fresh), name, REFERENCE if run_what == REFERENCE else ANSWERS)
-        except LabError as exc:
-            gr.Warning(str(exc))
-            yield render_view(SweepView("", error=str(exc)))
-            return
-        view = None
-        for view in sweep_updates(ctx, choice, bool(do_resume), stops.get(current_session())):
-            yield render_view(view)
-        if view is not None:
-            for line in [view.error, *(f"{r.name}: {r.state}" for r in view.rows if r.state.startswith("failed"))]:
-                if line:
-                    gr.Warning(line)
+        yield from on_cluster(
+            ctx, lambda: plan_sweep(ctx, names, specs_text, task_sel, bucket_sel, group_sel, n_shards, n_samples,
+                                    bool(fresh), name, REFERENCE if run_what == REFERENCE else ANSWERS),
+            lambda choice: sweep_updates(ctx, choice, bool(do_resume), stops.get(current_session())), render_view,
+            SweepView)
 
     # no queue of its own: a second caller reaches the slot at once and is told a sweep is running
     start.click(run_sweep, [inputs["engines"], patterns, inputs["tasks"], inputs["buckets"], inputs["groups"], shards,

@@ -17,7 +17,9 @@ from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.tb2lite import CORRECTED
-from lab.ui.batch.rows import ANSWERS, BATCH_CHUNK, BUCKETS, REFERENCE, WHAT, BatchRow, filter_steps, render_aggregate
+from lab.runs.meter import ReplayMeter, ticking
+from lab.ui.batch.rows import (ANSWERS, BATCH_CHUNK, BUCKETS, LIVE_EVERY_S, REFERENCE, WHAT, BatchRow, filter_steps,
+                               render_aggregate)
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.batch.live import live_updates
 from lab.ui.shell.html_text import esc
@@ -25,6 +27,7 @@ from lab.ui.shell.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.shell.session import current_session
 from lab.ui.shell.wiring import bind
 from lab.visitors import SessionEvents
+from lab.ui.batch.race_panel import build_race_controls
 from lab.ui.batch.sweep_panel import SLOT, build_sweep_panel
 
 
@@ -48,10 +51,12 @@ def run_batch(
     step, results/runs/<name>.reference.json, no generation)."""
     entries = {e.name: e for e in ctx.engine_entries()}
     rows = [BatchRow(name, 0, len(steps)) for name in names]
+    reporting = threading.Lock()  # the replay's thread and its meter's redraw report in turn, each the latest
 
     def update() -> None:
         if on_update is not None:
-            on_update([replace(r) for r in rows])
+            with reporting:
+                on_update([replace(r) for r in rows])
 
     update()
     for row in rows:
@@ -116,17 +121,24 @@ def run_row(ctx: LabContext, row: BatchRow, entry: EngineEntry, steps: list[Step
                           replay_steps=len(ctx.replay.steps))
     row.state = "running"
     update()
+    meter = ReplayMeter()
 
     def progress(done: int, total: int, agg: dict | None) -> None:
         row.done, row.total = done, total
         row.aggregate = agg or row.aggregate  # the live aggregate comes with some calls only
+        row.live = meter.figures()
+        update()
+
+    def tick() -> None:  # between finished steps: the tokens so far and the time left
+        row.live = meter.figures()
         update()
 
     try:
         if what == REFERENCE:
             path = _score_reference(ctx, entry, steps, config, row, update, stop)
         else:
-            path = replay_run(entry.engine, steps, config, progress=progress, stop=stop)
+            with ticking(tick, LIVE_EVERY_S):
+                path = replay_run(entry.engine, steps, config, progress=progress, stop=stop, meter=meter)
     except InterruptedError:
         row.state = "stopped (run again with 'resume' to continue)"
         return
@@ -276,7 +288,8 @@ def build_batch_tab(ctx: LabContext) -> None:
         sweep_inputs = {"engines": engines, "tasks": tasks, "buckets": buckets, "groups": groups, "resume": resume,
                         "new_run": new_run, "run_name": run_name, "what": what}
         live = gr.HTML(render_aggregate([]), elem_id="lab-batch-live", render=False)
-        build_sweep_panel(ctx, stops, sweep_inputs, live)  # the cluster's controls, above the shared table
+        build_sweep_panel(ctx, stops, sweep_inputs, live,  # the cluster's controls (the race's too), above the table
+                          lambda patterns, samples: build_race_controls(ctx, stops, sweep_inputs, live, patterns, samples))
         live.render()
 
     filters = [tasks, buckets, groups]

@@ -97,6 +97,13 @@ def render_metrics(metrics: dict[str, float] | None, extra: str = "") -> str:
     return f'<div class="lab-metrics">{cells}{extra}</div>'
 
 
+def _rate(live) -> str:
+    """` · 2.9 tok/s` of a column still generating (its tokens over its seconds so far), once it has tokens."""
+    if not live.tokens or live.elapsed_s <= 0:
+        return ""
+    return f" · {live.tokens / live.elapsed_s:.1f} tok/s"
+
+
 def seconds(value: float | None) -> str:
     """A duration in seconds, with more digits below 0.1 s ('–' when unknown)."""
     if value is None:
@@ -184,7 +191,7 @@ def render_column(view: EngineView, full: bool = False, badges_html: str = "", a
         detail = f'<div class="lab-error-text">{esc(view.error)}</div>' if view.error else ""
         if view.state == RUNNING and view.live is not None:
             detail += (f'<div class="lab-live" data-elapsed="{view.live.elapsed_s:.1f}" data-tokens="{view.live.tokens}">'
-                       f'{view.live.elapsed_s:.0f} s · {view.live.tokens:,} tokens so far</div>')
+                       f'{view.live.elapsed_s:.0f} s · {view.live.tokens:,} tokens so far{_rate(view.live)}</div>')
         prompt = render_prompt_block(view, full) if view.prompt_text else ""
         return (
             f'<div class="lab-col" data-engine="{esc(view.spec)}" data-state="{esc(view.state)}">{head}'

@@ -6,7 +6,7 @@ from __future__ import annotations
 from lab.errors import LabError
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.shell.html_text import esc
-from lab.ui.shell.paired_html import comparison_html
+from lab.ui.shell.paired_html import comparison_html, hint_html
 
 
 def stored_run_ids(ctx: LabContext, entries: list[EngineEntry]) -> list[str]:
@@ -55,10 +55,20 @@ def against_html(base: str, found: list, best) -> str:
     rows = "".join(
         f'<li data-run="{esc(f.run_id)}"><b>{esc(f.name)}</b>: Δ score {esc(delta_text(f.difference, 2, f.note))}'
         f'{" · " + esc(verdict_words(f.difference)) if f.difference is not None and f.difference.ci else ""}'
-        f'{esc(best_of(f.run_id))}</li>' for f in found)
+        f'{esc(best_of(f.run_id))}{_settings_cell(f.settings)}</li>' for f in found)
     label = next((f.difference.adjustment for f in found if f.difference is not None and f.difference.ci), "")
     first = best_of(best.run_ids[0])
     note = f'<div class="lab-muted">{esc(best.note)}</div>' if best.note else ""
+    hint = next((h for h in (hint_html(f.difference) for f in found) if h), "")
     return (f'<div class="lab-pair" id="lab-run-delta"><div class="lab-pair-title">whole runs against the first '
             f'stored column, <b>{esc(base)}</b> (95 %{", " + esc(label) if label else ""}){esc(first)}:</div>'
-            f'<ul>{rows}</ul>{note}</div>')
+            f'<ul>{rows}</ul>{note}{hint}</div>')
+
+
+def _settings_cell(settings) -> str:
+    """" · settings: …" beside a run's Δ when its settings differ from the baseline's ("" when they do not)."""
+    if settings is None or not settings.differ:
+        return ""
+    cls = "lab-pair-mismatch" if settings.changing else "lab-muted"
+    return f' · <span class="{cls}">settings: {esc(settings.short())}</span>'
+

@@ -249,13 +249,13 @@ def replay_saved(ctx: LabContext, edit_id: str | None, engine_name: str | None, 
 def export_whatifs(ctx: LabContext, request: gr.Request | None = None):
     """Every what-if the visitor (or the shared store) holds, as a JSONL file."""
     keeper = keeper_for(ctx, session_of(request))
-    from lab.ui.shell.exports import EXPORTS  # short-lived, swept folders, removed at exit like the others
+    from lab.ui.shell.exports import EXPORTS, download_html  # short-lived, swept folders, removed at exit
 
     path = EXPORTS.new_dir() / "whatifs.jsonl"
     with path.open("w", encoding="utf-8") as handle:
         n = export_jsonl(keeper, handle)
     gr.Info(f"exported {n} what-if edit(s)")
-    return gr.update(value=str(path), visible=True)
+    return gr.update(value=download_html(path, f"{n} edit{'s' if n != 1 else ''}"), visible=True)
 
 
 @dataclass
@@ -294,7 +294,7 @@ def build_whatif_view(ctx: LabContext, step: gr.Dropdown, show_all: gr.Checkbox)
             engine = gr.Dropdown(engine_choices(ctx), label="engine", elem_id="lab-whatif-engine", scale=2, allow_custom_value=True)
             replay = gr.Button("Replay saved edit on engine", elem_id="lab-whatif-replay", scale=1)
             export = gr.Button("Export what-ifs (JSONL)", elem_id="lab-whatif-export", scale=1)
-        export_file = gr.File(label="export", visible=False, elem_id="lab-whatif-file")
+        export_file = gr.HTML(visible=False, elem_id="lab-whatif-file")  # a download link (lab.ui.shell.exports)
 
     reset_inputs = [step, field]
     step.change(bind(step_picked, ctx), step, [field, text, saved, engine, out], show_progress="hidden",

@@ -17,7 +17,8 @@ from lab.ui.shell.wiring import bind, statistics_events
 
 SCOPES = {"56 (2026-05-08 snapshot)": True, "all 116 + lab runs": False}
 COLUMNS = ["rank", "name", "source", "score", "per-step rank (95 %)", "Δ score vs baseline [95 %]", "vs baseline",
-           "detectable Δ (80 %)", "P(best)", "regret (points)", "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
+           "detectable Δ (80 %)", "P(best)", "regret (points)", "settings vs baseline",
+           "coverage", "steps", "avg_command_f1", "ref_nll_per_token", "precision",
            "recall", "first_cmd_exact_pct", "valid_json_pct", "sec_per_step", "template_status", "family",
            "training_method", "params_b", "equiv_score", "spelling_gap", "run_id"]  # equiv_*: lab runs only, not the published score
 NOT_RECORDED = "not recorded"  # the reference NLL of a run whose model has no score-reference run (never 0)

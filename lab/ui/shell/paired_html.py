@@ -1,6 +1,7 @@
-"""A paired comparison (lab.store.paired.RunComparison) as HTML: the verdict line for the score and a small
-table of every metric's difference with its 95 % interval and the steps improved, regressed and unchanged.
-Triage's baseline vs candidate and Compare's stored columns show the same block."""
+"""A paired comparison (lab.store.paired.RunComparison) as HTML: the verdict line for the score, the line of
+settings the two runs differ in, what would give an interval where there is none, and a small table of every
+metric's difference with its 95 % interval and the steps improved, regressed and unchanged. Triage's
+baseline vs candidate and Compare's stored columns show the same block."""
 from __future__ import annotations
 
 from lab.ui.shell.html_text import esc
@@ -34,6 +35,7 @@ def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "
         f'<div class="lab-pair-title"><b>{esc(comparison.candidate.name)}</b> vs baseline '
         f'<b>{esc(comparison.baseline.name)}</b></div>'
         f'<div class="lab-pair-line">{esc(summary_line(comparison, headline_metric))}</div>'
+        f'{settings_html(comparison.settings)}{hint_html(head)}'
         '<table class="lab-pair-table"><thead><tr><th>metric</th><th>baseline</th><th>candidate</th>'
         '<th>Δ [95 % interval]</th><th>verdict</th><th>detects (80 %)</th><th>improved / regressed / unchanged</th>'
         '<th>steps</th></tr>'
@@ -41,3 +43,20 @@ def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "
         '<div class="lab-muted">Δ = candidate − baseline over the steps both answered; the interval resamples '
         'tasks (a task\'s steps move together), so one step never decides the verdict; detects: the smallest true '
         'difference the interval finds 80 % of the time.</div></div>')
+
+
+def settings_html(settings) -> str:
+    """The one line of settings two runs differ in (`settings` a lab.resultfiles.run_settings.SettingsDiff);
+    marked when one of them changes the answers."""
+    if settings is None:
+        return ""
+    cls = "lab-pair-settings lab-pair-mismatch" if settings.changing else "lab-pair-settings lab-muted"
+    return f'<div class="{cls}" data-changes-answers="{str(bool(settings.changing)).lower()}">{esc(settings.line())}</div>'
+
+
+def hint_html(diff) -> str:
+    """What would give `diff` its interval, where it has none for too few common steps or tasks ("" else)."""
+    from lab.store.interval_hint import hint_for
+
+    hint = hint_for(diff)
+    return f'<div class="lab-pair-hint lab-muted">{esc(hint)}</div>' if hint else ""

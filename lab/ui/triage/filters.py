@@ -32,8 +32,8 @@ def load_choices(ctx: LabContext) -> Choices:
         return Choices([], [], [], [], [])
     with store.derived_writes():  # derived from the runs, so allowed on a read-only public store too
         refresh_step_flags(store)
-    runs = query_df(store, "SELECT run_id, display_name, steps, total_steps, coverage, partial FROM runs "
-                           "ORDER BY display_name, run_id")
+    runs = query_df(store, "SELECT run_id, display_name, steps, total_steps, coverage, partial, selected_steps "
+                           "FROM runs ORDER BY display_name, run_id")
     labels = [(run_label(r), r.run_id) for r in runs.itertuples()]
     groups = list(query_df(store, "SELECT DISTINCT source_group FROM steps ORDER BY 1")["source_group"].dropna())
     tasks = list(query_df(store, "SELECT DISTINCT task_id FROM steps ORDER BY 1")["task_id"])
@@ -41,8 +41,13 @@ def load_choices(ctx: LabContext) -> Choices:
 
 
 def run_label(r: Any) -> str:
-    """"name · run_id · n/N steps" (with "partial" when the run answered part of its selection)."""
+    """"name · run_id · n/N steps" (with "partial" when the run answered part of its selection), or "name · run_id ·
+    limited to n steps" for a whole run of a selection limited on purpose (--limit)."""
     total = r.total_steps if r.total_steps == r.total_steps and r.total_steps is not None else r.steps
+    selected = getattr(r, "selected_steps", None)
+    if not bool(r.partial) and selected is not None and pd.notna(selected):
+        n = int(selected)
+        return f"{r.display_name} · {r.run_id} · limited to {n} step{'' if n == 1 else 's'}"
     partial = " partial" if bool(r.partial) else ""
     return f"{r.display_name} · {r.run_id} · {int(r.steps)}/{int(total)} steps{partial}"
 

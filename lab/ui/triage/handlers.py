@@ -114,7 +114,7 @@ def show_slice(ctx: LabContext, page_no: Any, *values: Any) -> tuple:
     except LabError as exc:
         gr.Warning(str(exc))
         return gr.update(), gr.update(), f"⚠ {exc}", gr.update(), gr.update(), gr.update(), gr.update()
-    return df, df, line, page_no, f1, kinds, None
+    return df, df, line, page_no, f1, kinds, ""
 
 
 def apply_filters(ctx: LabContext, *values: Any) -> tuple:
@@ -196,14 +196,16 @@ def open_saved_slice(ctx: LabContext, name: str) -> list:
     return inputs_from_spec(spec)
 
 
-def export_filtered(ctx: LabContext, fmt: str, *values: Any) -> str | None:
-    """The filters' slice as a CSV or JSONL file (its path), or None after a warning."""
+def export_filtered(ctx: LabContext, fmt: str, *values: Any) -> str:
+    """The filters' slice as a CSV or JSONL file: its download link, or "" after a warning."""
+    from lab.ui.shell.exports import download_html
+
     try:
         spec = spec_from_inputs(*values)
-        return str(export_slice(ctx.store, spec, _export_dir() / f"triage-slice.{fmt}", fmt))
+        return download_html(export_slice(ctx.store, spec, _export_dir() / f"triage-slice.{fmt}", fmt))
     except LabError as exc:
         gr.Warning(str(exc))
-        return None
+        return ""
 
 
 def count_failures(ctx: LabContext, ids: Sequence[str] | None) -> pd.DataFrame:
@@ -305,19 +307,22 @@ def open_pair_row(open_in_compare: Any, df: pd.DataFrame, base: str | None, cand
     return open_row(open_in_compare, df, evt, request, lambda rec: [r for r in (base, cand) if r])
 
 
-def export_pairs(ctx: LabContext, base: str | None, cand: str | None, min_margin: Any, *values: Any) -> str | None:
-    """Preference pairs (DPO) of baseline vs candidate within the filters' slice, as a JSONL file."""
+def export_pairs(ctx: LabContext, base: str | None, cand: str | None, min_margin: Any, *values: Any) -> str:
+    """Preference pairs (DPO) of baseline vs candidate within the filters' slice, as a JSONL file: its download
+    link, or "" after a warning."""
+    from lab.ui.shell.exports import download_html
+
     try:
         base, cand = picked_pair(ctx, base, cand)
         spec = spec_from_inputs(*values)
         spec.run_ids = []  # the pair's two runs replace the slice's runs
         messages = {s.key: s.messages for s in ctx.replay.steps} if ctx.replay else None
         path = _export_dir() / "preference-pairs.jsonl"
-        return str(export_preference_pairs(ctx.store, base, cand, path, spec=spec,
-                                           min_margin=float(min_margin or 0), messages_by_key=messages))
+        return download_html(export_preference_pairs(ctx.store, base, cand, path, spec=spec,
+                                                     min_margin=float(min_margin or 0), messages_by_key=messages))
     except LabError as exc:
         gr.Warning(str(exc))
-        return None
+        return ""
 
 
 def show_flips(ctx: LabContext, ids: Sequence[str] | None, thr: Any) -> tuple:

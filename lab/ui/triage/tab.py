@@ -58,7 +58,7 @@ class SliceView:
     compare: gr.Button
     csv: gr.Button
     jsonl: gr.Button
-    export_file: gr.File
+    export_file: gr.HTML
 
 
 @dataclass
@@ -75,7 +75,7 @@ class PairPanel:
     tasks: gr.Dataframe
     margin: gr.Number
     pairs: gr.Button
-    pairs_file: gr.File
+    pairs_file: gr.HTML
 
 
 @dataclass
@@ -178,7 +178,7 @@ def slice_view() -> SliceView:
         with gr.Row():
             csv_btn = gr.Button("Export CSV", elem_id="triage-export-csv")
             jsonl_btn = gr.Button("Export JSONL", elem_id="triage-export-jsonl")
-            export_file = gr.File(label="Download", interactive=False, elem_id="triage-export-file")
+            export_file = gr.HTML(elem_id="triage-export-file")  # a download link (lab.ui.shell.exports)
     page_df = gr.State(pd.DataFrame())
     outputs = [table, page_df, summary, page, fig_f1, fig_kinds, export_file]
     return SliceView(outputs, page, prev_btn, next_btn, table, page_df, selected, selected_md, badges, tag, note,
@@ -194,7 +194,7 @@ def pair_panel(choices: Choices) -> PairPanel:
             candidate = gr.Dropdown(choices.runs, value=choices.runs[1][1] if len(choices.runs) > 1 else None,
                                     label="Candidate", elem_id="triage-candidate", allow_custom_value=True)
             view = gr.Radio(list(DISAGREEMENT_VIEWS), value="regressed", label="Show")
-            diff_btn = gr.Button("Compare runs")
+            diff_btn = gr.Button("Compare runs", elem_id="triage-pair-compare")
         diff_header = gr.HTML(elem_id="triage-diff-header")  # Δ with its interval: the verdict, not one step
         diff_note = gr.HTML(elem_id="triage-diff-note")
         diff_table = gr.Dataframe(interactive=False, max_height=360, elem_id="triage-diff-table")
@@ -203,7 +203,7 @@ def pair_panel(choices: Choices) -> PairPanel:
         with gr.Row():
             margin = gr.Number(0.0, label="Minimum F1 margin for a pair", minimum=0, maximum=1)
             pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
-            pairs_file = gr.File(label="Preference pairs", interactive=False)
+            pairs_file = gr.HTML(elem_id="triage-pairs-file")  # a download link (lab.ui.shell.exports)
     return PairPanel(baseline, candidate, view, diff_btn, diff_header, diff_note, diff_table, diff_tasks, margin,
                      pairs_btn, pairs_file)
 
