@@ -8,13 +8,12 @@ computation not kept already goes through `admit` (the per-visitor limits of a p
 store's matrix itself is read without: everybody waits for it) — the computing itself is never under the
 store's lock: the caller's `hold` is taken only to read.
 
-Computations run on one worker thread of the lowest scheduling priority the system gives (nice 19 on Linux)
-with single-threaded BLAS, the asking thread waiting for it: on a busy machine the app's other threads (a
-bystander's step switch) get the processor first, and one core is left to them.
+Computations run one at a time on one worker thread with single-threaded BLAS, the asking thread waiting for
+it: one core is left to everybody else's clicks. (A lower scheduling priority for the worker made things worse
+on a loaded machine: it holds the interpreter's lock between numpy's steps, and others wait for it to run.)
 """
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -32,20 +31,14 @@ _condition = threading.Condition()
 _generation: dict[str, tuple] = {}  # store file -> the generation kept for it
 
 
-WORKER_NICE = 19
 _inside = threading.local()
 
 
-def _lower_priority() -> None:
-    """The worker thread's own scheduling priority, as low as it goes (a thread of Linux is its own task)."""
+def _mark_worker() -> None:
     _inside.worker = True
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
-    except (AttributeError, OSError):  # no per-thread priority here: the computation runs all the same
-        pass
 
 
-_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-statistics", initializer=_lower_priority)
+_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-statistics", initializer=_mark_worker)
 
 
 def _run(make: Callable[[], Any]) -> Any:

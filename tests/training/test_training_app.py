@@ -51,13 +51,13 @@ def test_a_running_lab_shows_checkpoints_as_they_are_saved(tiny_model_dir, tmp_p
         expect(table).to_contain_text("sft-app-checkpoint-4")
         page.locator("#lab-lb-filter textarea, #lab-lb-filter input").first.fill("")
         page.locator("#lab-plot-pick input").click()
-        page.get_by_role("option", name="published_series", exact=True).click()
+        page.get_by_role("option", name="checkpoint_series", exact=True).click()
         plot = page.locator("#lab-results-plot .js-plotly-plot")
-        # one series in the store: its score by checkpoint, and under it each point's Δ from the first
+        # one series in the store: its score by checkpoint, under it each point's Δ from the first, then P(best)
         expect(plot.locator(".scatterlayer .point")).to_have_count(4)
         traces = page.evaluate("""() => { const gd = document.querySelector('#lab-results-plot .js-plotly-plot');
                                   return gd.calcdata.map(c => [c[0].trace.meta, c.map(p => p.x)]); }""")
-        assert traces == [["score", [2, 4]], ["delta", [2, 4]]], traces
+        assert traces == [["score", [2, 4]], ["delta", [2, 4]], ["p_best", [2, 4]]], traces
         expect(plot).to_contain_text("sft-app")
         page.screenshot(path=str(tmp_path / "training-series.png"), full_page=True)
         browser.close()
