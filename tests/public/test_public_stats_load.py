@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not EXCERPT.exists(), reason=
 RUNS, SERIES, VISITORS, PROXY = 100, 60, 10, "127.0.0.2"
 SWITCH_LIMIT_S = 1.0  # what the visitors' statistics may add to a step switch
 IDLE = 8
-PER_MINUTE = 12  # LAB_CLIENT_STATS_PER_MIN of this lab
+PER_MINUTE = 6  # LAB_CLIENT_STATS_PER_MIN of this lab
 SETTLE_S = 3
 
 
@@ -63,7 +63,8 @@ def busy_lab(tmp_path_factory):
         owners += ["--engine", f"stored:{results / 'held' / f'held{i}.json'}"]
     # built, its equiv columns filled with the replay the app is given: nothing left to fill at start
     open_store(Settings(results_dir=results, db_path=results / "lab.duckdb", replay_path=str(EXCERPT))).close()
-    env = lab_env(LAB_PUBLIC="1", LAB_CLIENT_STATS_PER_MIN=str(PER_MINUTE), LAB_RESULTS=str(results), LAB_TRUSTED_PROXIES=PROXY, LAB_LOG_DIR=str(root / "logs"))
+    env = lab_env(LAB_PUBLIC="1", LAB_CLIENT_STATS_PER_MIN=str(PER_MINUTE), LAB_RESULTS=str(results),
+                  LAB_TRUSTED_PROXIES=PROXY, LAB_LOG_DIR=str(root / "logs"))
     with app_process(["--results", str(results), "--replay", str(EXCERPT), *owners], root / "app.log", env,
                      timeout=600) as (url, _):
         port = int(url.rstrip("/").rsplit(":", 1)[1])
@@ -239,7 +240,7 @@ def in_threads(calls: list) -> list:
 def test_one_client_gets_its_share_and_a_one_line_refusal(busy_lab):
     """A client firing more new baselines than its share a minute: the rest refused at once in one line."""
     relay, url, config = busy_lab
-    runs = baselines(config)[30:30 + PER_MINUTE + 8]  # baselines nobody picked yet: each a new computation
+    runs = baselines(config)[30:30 + PER_MINUTE + 4]  # baselines nobody picked yet: each a new computation
     sessions = [f"one-client-{i}" for i in range(len(runs))]
     in_threads([lambda s=s: pick_baseline(relay, config, None, s, "198.51.100.7") for s in sessions])  # pages open
     drain()
