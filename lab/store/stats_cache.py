@@ -25,8 +25,17 @@ from lab.store.db import Store
 from lab.store.stats_table import Hold, StatsTable, read_table
 
 Admit = Callable[[], ContextManager]
-CACHE_SIZE = 4096  # entries: comparisons and series of one store generation (the table is one of them)
-_kept: cachetools.LRUCache = cachetools.LRUCache(maxsize=CACHE_SIZE)
+CACHE_SIZE = 100_000  # comparisons kept (a baseline against 1,000 runs is 1,000 of them; the matrix counts 1)
+
+
+def _weight(value: Any) -> int:
+    """What a kept value counts for against CACHE_SIZE: its comparisons (its length), however it is packed."""
+    if isinstance(value, tuple):
+        return max(1, sum(_weight(v) for v in value))
+    return max(1, len(value)) if isinstance(value, (list, dict)) else 1
+
+
+_kept: cachetools.LRUCache = cachetools.LRUCache(maxsize=CACHE_SIZE, getsizeof=_weight)
 _condition = threading.Condition()
 _generation: dict[str, tuple] = {}  # store file -> the generation kept for it
 

@@ -97,7 +97,8 @@ def series_view(ctx: LabContext, name: str, slice_name: str | None):
     def render():  # drawn once for everybody until the store changes (plotly is slow to build)
         notes = "".join(f'<div class="lab-muted">{esc(n)}</div>' for n in [adjustment_note(stats), *stats.notes])
         return series_stats_figure(stats), notes, series_table(stats)
-    figure, notes, table = shared(ctx.store, ("series view", name, None if keys is None else tuple(keys)), render)
+    figure, notes, table = shared(ctx.store, ("series view", name, slice_name or "", None if keys is None else tuple(keys)),
+                                  render)
     return list(stats.points["run_id"]), figure, notes, table
 
 
