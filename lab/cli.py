@@ -64,6 +64,7 @@ PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
     "compare": {"published_path": _published_path},
     "demo": {"import_run": _import_run},
+    "results": {"published_path": _published_path},
 }
 
 
