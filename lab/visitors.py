@@ -29,7 +29,8 @@ LIMITS_FILE = Path(__file__).with_name("public_limits.yaml")
 LIMIT_ENV = {"session_engines": "LAB_SESSION_MAX_ENGINES", "visitor_engines": "LAB_VISITOR_MAX_ENGINES",
              "client_engines": "LAB_CLIENT_MAX_ENGINES", "client_vllm_share": "LAB_CLIENT_VLLM_SHARE",
              "idle_unload_s": "LAB_VISITOR_IDLE_S",
-             "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S"}
+             "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S",
+             "client_tool_calls": "LAB_CLIENT_TOOL_CALLS", "tool_calls": "LAB_TOOL_CALLS"}
 
 
 @lru_cache(maxsize=1)

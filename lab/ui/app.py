@@ -84,8 +84,9 @@ def _mount_optional(module: str, builder: str, *args) -> bool:
     return True
 
 
-def build_app(ctx: LabContext) -> gr.Blocks:
-    """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
+def build_app(ctx: LabContext, mcp: bool = False) -> gr.Blocks:
+    """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present); with `mcp`, the tools
+    Gradio's MCP server offers (lab.ui.mcp), and only those in the API's listing."""
     from lab.ui.batch.tab import build_batch_tab
     from lab.ui.engines.tab import build_engines_tab
     from lab.ui.published.panel import build_published_panel
@@ -113,6 +114,14 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             demo.load(lambda: [gr.Warning(w) for w in ctx.startup_warnings] and None, None, None,
                       api_visibility="private")
         watch_sessions(demo, ctx)
+        if mcp:
+            from lab.ui.mcp.mount import mount_tools
+
+            mount_tools(ctx)
+    if mcp:
+        from lab.ui.mcp.mount import tools_only
+
+        tools_only(demo)
     demo.open_in_compare = open_in_compare  # for tests and embedding
     if ctx.replay is not None:
         warm_instant_engines(ctx)
