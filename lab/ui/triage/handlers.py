@@ -18,6 +18,7 @@ from lab.triage import (
 )  # fmt: skip
 from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.shell.html_text import esc
+from lab.ui.shell.links import page_url
 from lab.ui.triage.figures import slice_figures
 from lab.ui.triage.filters import FILTER_FIELDS, inputs_from_spec, load_choices, spec_from_inputs
 from lab.ui.triage.paired_view import paired_view
@@ -88,12 +89,6 @@ def share_url(base: str, spec: SliceSpec) -> str:
     """A link that reopens the lab with this slice (read on page load)."""
     query = spec.to_query()
     return f"{base}?{query}" if query else base
-
-
-def page_url(request: gr.Request) -> str:
-    """The page's own address without its query (the browser's Referer; the queue URL is not it)."""
-    referer = (request.headers or {}).get("referer") if hasattr(request, "headers") else None
-    return str(referer or request.base_url).split("?")[0]
 
 
 def _export_dir() -> Path:
