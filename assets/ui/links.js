@@ -21,5 +21,15 @@
       else history.pushState({lab: 1}, '', next);
     }, 60);
   };
+  // The tab on screen changed (a click, or a view opened from another tab): its link box says where it is.
+  window.labFollowTab = function () {
+    setTimeout(function () {
+      const boxes = document.querySelectorAll('.lab-link-box, #triage-share');
+      for (const box of boxes) {
+        const field = box.querySelector('textarea, input');
+        if (field && field.value && onScreen(box)) { window.labSetUrl(box.id, field.value); return; }
+      }
+    }, 120);
+  };
   window.addEventListener('popstate', function () { window.location.reload(); });
 })();

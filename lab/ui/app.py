@@ -18,7 +18,7 @@ from lab.ui.compare.tab import (
     warm_instant_engines,
 )
 from lab.ui.compare.link import load_compare, load_outputs, wire_compare_link
-from lab.ui.shell.links import open_tab
+from lab.ui.shell.links import follow_tabs, open_tab
 from lab.ui.shell.public import launch_limits, watch_sessions
 from lab.ui.shell.session import serve_requests
 from lab.ui.shell.wiring import bind
@@ -111,6 +111,7 @@ def build_app(ctx: LabContext, mcp: bool = False) -> gr.Blocks:
             build_results_tab(ctx, open_in_compare, build_published_panel)
             _mount_optional("lab.ui.triage.tab", "build_triage_tab", ctx, open_in_compare)
         demo.load(open_tab, None, [tabs, link_note], api_visibility="private", show_progress="hidden")
+        follow_tabs(tabs)
         demo.load(bind(load_compare, ctx, compare), None, load_outputs(compare), api_visibility="private")
         wire_compare_link(ctx, compare, compare.link)
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")

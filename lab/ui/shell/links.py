@@ -131,6 +131,14 @@ def set_url_js(box_id: str) -> str:
     return f"(link) => {{ if (window.labSetUrl) window.labSetUrl({box_id!r}, link); return []; }}"
 
 
+FOLLOW_TAB_JS = "() => { if (window.labFollowTab) window.labFollowTab(); return []; }"
+
+
+def follow_tabs(tabs: gr.Tabs) -> None:
+    """Whichever way the tab on screen changes (a click, "open in Compare"), the address bar takes its link."""
+    tabs.change(None, None, None, js=FOLLOW_TAB_JS, api_visibility="private", show_progress="hidden")
+
+
 def link_box(elem_id: str, label: str = "Link to this view") -> gr.Textbox:
     """The "copy link" control of a tab: the URL of what is on screen, with a copy button."""
     return gr.Textbox(label=label, interactive=False, buttons=["copy"], elem_id=elem_id, max_lines=1,
