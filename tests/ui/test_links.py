@@ -127,11 +127,11 @@ def test_results_and_triage_open_what_their_links_name(local):
     pair, notes = linked_pair(local, read_link({"tab": "triage", "baseline": "alpha", "candidate": "beta"}), runs)
     assert all(pair) and notes == []
     filters = inputs_from_spec(SliceSpec(f1_max=0.5))
-    url = triage_link(local, "http://lab/", pair[0], pair[1], *filters)
+    url = triage_link(local, "http://lab/", True, pair[0], pair[1], *filters)
     assert parse_qsl(urlsplit(url).query) == [("tab", "triage"), ("f1_max", "0.5"), ("baseline", "alpha"),
                                               ("candidate", "beta")]
-    same = triage_link(local, "http://lab/", pair[0], pair[0], *filters)  # a run against itself: no pair picked
-    assert "baseline" not in same
+    assert "baseline" not in triage_link(local, "http://lab/", True, pair[0], pair[0], *filters)  # against itself
+    assert "baseline" not in triage_link(local, "http://lab/", False, *pair, *filters)  # the pickers' first choices
 
 
 def test_a_public_link_names_only_what_the_visitor_sees(tmp_path):

@@ -17,14 +17,16 @@ from lab.workspace import LabContext
 PAIR = ("baseline", "candidate")
 
 
-def triage_link(ctx: LabContext, base: str, baseline: Any, candidate: Any, *values: Any) -> Any:
-    """The link that reopens Triage with the filters' slice and the pair (unchanged when a filter is bad)."""
+def triage_link(ctx: LabContext, base: str, picked: Any, baseline: Any, candidate: Any, *values: Any) -> Any:
+    """The link that reopens Triage with the filters' slice and, once `picked` (by hand or by a link: not the
+    pickers' first choices), the pair (unchanged when a filter is bad)."""
     try:
         spec = spec_from_inputs(*values)
     except LabError:
         return gr.update()
     pair = []
-    if isinstance(baseline, str) and isinstance(candidate, str) and baseline and candidate and baseline != candidate:
+    if picked is True and isinstance(baseline, str) and isinstance(candidate, str) and baseline and candidate \
+            and baseline != candidate:
         pair = [("baseline", run_ref(ctx, baseline)), ("candidate", run_ref(ctx, candidate))]  # a pair picked
     return link_url(base, "triage", [*parse_qsl(spec.to_query()), *pair])
 
@@ -54,6 +56,16 @@ def pair_from_request(ctx: LabContext, request: gr.Request | None, runs: list[st
     """Page load: the pair the link names, the line about it, and the pair's accordion (opened for a pair)."""
     ids, notes = linked_pair(ctx, request_link(request), runs)
     return ids, notice_html(notes), gr.update(open=True) if any(ids) or notes else gr.update()
+
+
+def link_names_pair(request: gr.Request) -> bool:
+    """Whether the page's link named a pair (then the pair shown is the link's, and its link keeps it)."""
+    link = request_link(request)
+    return bool(link.get("baseline") and link.get("candidate"))
+
+
+def picked_by_hand() -> bool:
+    return True
 
 
 def compare_linked_pair(compare_pair, ctx: LabContext, base: Any, cand: Any, which: str,

@@ -14,7 +14,7 @@ from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
 from lab.ui.shell.links import follow_in_address_bar
 from lab.ui.shell.wiring import bind
 from lab.ui.triage import handlers as h
-from lab.ui.triage.link import compare_linked_pair, triage_link
+from lab.ui.triage.link import compare_linked_pair, link_names_pair, picked_by_hand, triage_link
 from lab.ui.triage.filters import ANY, Choices, load_choices
 from lab.ui.triage.series_picker import SeriesPanel, build_series_picker, wire_series_picker
 from lab.ui.triage.stability import build_stability_panel
@@ -191,7 +191,7 @@ def slice_view() -> SliceView:
 
 def pair_panel(choices: Choices) -> PairPanel:
     """The baseline-vs-candidate accordion."""
-    with gr.Accordion("Baseline vs candidate", open=False, elem_id="triage-pair") as accordion:
+    with gr.Accordion("Baseline vs candidate", open=False, elem_id="triage-pair-panel") as accordion:
         with gr.Row():
             # a typed name reaches the handler, which finds the run or says it is not found
             baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline", allow_custom_value=True)
@@ -265,10 +265,11 @@ def wire_slice(ctx: LabContext, tab: gr.Tab, base_url: gr.State, filters: Filter
     page or tab opens; a link's pair is compared once the page has read it."""
     inputs, outputs = filters.inputs, view.outputs
     apply = bind(h.apply_filters, ctx)
-    share, shared = bind(triage_link, ctx), [base_url, pair.baseline, pair.candidate, *inputs]
+    picked = gr.State(False)  # the pair is the user's (picked, or a link's), not the pickers' first choices
+    share, shared = bind(triage_link, ctx), [base_url, picked, pair.baseline, pair.candidate, *inputs]
     filters.apply.click(apply, inputs, outputs, **PRIVATE).then(share, shared, filters.share, **PRIVATE)
     for picker in (pair.baseline, pair.candidate):
-        picker.change(share, shared, filters.share, **PRIVATE)
+        picker.input(picked_by_hand, None, picked, **PRIVATE).then(share, shared, filters.share, **PRIVATE)
     follow_in_address_bar(filters.share, tab, "triage-share")
     view.previous.click(bind(h.turn_page, ctx, -1), [view.page, *inputs], outputs, **PRIVATE)
     view.next.click(bind(h.turn_page, ctx, 1), [view.page, *inputs], outputs, **PRIVATE)
@@ -276,6 +277,7 @@ def wire_slice(ctx: LabContext, tab: gr.Tab, base_url: gr.State, filters: Filter
                **PRIVATE)
     gr.on(triggers=None, fn=bind(h.load_page, ctx), inputs=None,
           outputs=[base_url, *inputs, *run_pickers, pair.note, pair.accordion], **PRIVATE).then(
+        link_names_pair, None, picked, **PRIVATE).then(
         apply, inputs, outputs, **PRIVATE).then(share, shared, filters.share, **PRIVATE).then(
         bind(compare_linked_pair, h.compare_pair, ctx), [pair.baseline, pair.candidate, pair.view],
         [pair.table, pair.note, pair.header, pair.tasks], **PRIVATE)
