@@ -13,7 +13,8 @@ from urllib.parse import quote
 import pytest
 
 from lab.settings import Settings
-from tests.browser.test_browser_compare import ARGS, CHROMIUM, shot_dir
+from tests.browser.helpers_page import lab_page
+from tests.browser.test_browser_compare import CHROMIUM, shot_dir
 from tests.helpers_app import app_process, lab_env
 from tests.helpers_servers import serve_lab
 from tests.helpers_store import make_results_dir
@@ -64,11 +65,9 @@ def test_every_tab_opens_from_its_link_and_follows_the_view(served, tmp_path):
     keys = ctx.step_keys()
     out = shot_dir(tmp_path)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.set_default_timeout(SLOW)
         # Compare at a step with two stored runs as columns, and a name that is no column: one line
-        page.goto(f"{url}?tab=compare&step={quote(keys[3], safe='')}&engines=alpha,beta,nosuch")
+        browser, page = lab_page(p, f"{url}?tab=compare&step={quote(keys[3], safe='')}&engines=alpha,beta,nosuch",
+                                 height=1100, timeout_ms=SLOW)
         expect(page.locator("#lab-compare-link-note")).to_contain_text("'nosuch' is no engine column or stored run")
         expect(page.locator("#lab-columns")).to_contain_text("alpha")
         expect(page.locator("#lab-columns")).to_contain_text("beta")
@@ -120,10 +119,7 @@ def test_hostile_parameters_leave_one_escaped_line(served, query):
     url, ctx = served
     engines = list(ctx.pool.names())
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(SLOW)
-        page.goto(f"{url}?{query}")
+        browser, page = lab_page(p, f"{url}?{query}", timeout_ms=SLOW)
         notes = page.locator(".lab-link-note, .toast-body")
         expect(notes.first).to_be_visible()
         expect(page.locator("#lab-columns")).to_contain_text("reference")  # the page works: Compare is drawn
@@ -148,10 +144,7 @@ def test_a_public_link_to_the_owners_private_run(tmp_path):
     assert imported.returncode == 0, imported.stderr
     with app_process(["--results", str(results), "--replay", str(EXCERPT)], tmp_path / "app.log", env) as (url, _):
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            alice = browser.new_page(viewport={"width": 1400, "height": 1000})
-            alice.set_default_timeout(SLOW)
-            alice.goto(f"{url}?tab=compare&engines=alpha")
+            browser, alice = lab_page(p, f"{url}?tab=compare&engines=alpha", timeout_ms=SLOW)
             expect(alice.locator("#lab-columns")).to_contain_text("alpha")
             expect(alice).to_have_url(re.compile(r"engines=alpha$"))
             shared = alice.url

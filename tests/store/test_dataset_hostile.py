@@ -139,8 +139,8 @@ def test_a_column_of_the_wrong_type(good, tmp_path, target, capsys):
 
 @pytest.mark.parametrize("column, value, says", [
     ("command_f1", 5.0, "field 'command_f1': input should be less than or equal to 1"),
-    ("extra_json", "[1, 2]", "extra_json is not a JSON object"),
-    ("extra_json", "{not json", "extra_json is not JSON"),
+    ("extra_json", "[1, 2]", "extra_json: not a JSON object"),
+    ("extra_json", "{not json", "extra_json: not JSON"),
     ("lp_mean", 3.5, "lp_min"),  # a positive log-probability is clamped to 0, above the minimum
     ("task_id", None, "field 'task_id'"),
 ])
@@ -166,7 +166,7 @@ def test_a_made_up_aggregate(good, tmp_path, target, capsys):
     refused(capsys, target, folder, "its aggregate says avg_command_f1 0.99")
 
 
-@pytest.mark.parametrize("raw, says", [(b"{oops", "its run settings are not JSON"), (b"[1]", "not a JSON object")])
+@pytest.mark.parametrize("raw, says", [(b"{oops", "its run settings: not JSON"), (b"[1]", "its run settings: not a JSON object")])
 def test_broken_run_settings(good, tmp_path, target, capsys, raw, says):
     folder = copy(good, tmp_path)
     save(folder, table_of(folder).replace_schema_metadata({META_KEY: raw}))

@@ -87,6 +87,11 @@ def test_an_unknown_tab_is_ignored_in_one_escaped_line(tab):
     assert "<img" not in html and "onerror=\"" not in html and html.count("<div") == 1
 
 
+def test_many_names_make_one_short_line():
+    html = notice_html([f"'{i}' is no engine column" for i in range(12)])
+    assert html.count("is no engine column") == 3 and html.endswith("; and 9 more</div>")
+
+
 def test_a_link_round_trips():
     url = link_url("http://lab/", "compare", {"step": "task-000/1", "engines": "a b,c&d", "baseline": ""})
     link = read_link(dict(parse_qsl(urlsplit(url).query)))

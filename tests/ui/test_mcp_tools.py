@@ -79,6 +79,10 @@ def test_the_tools_a_client_sees(local_lab):
     assert "display name" in props["baseline"]["description"]
     assert set(compare.inputSchema["required"]) == {"baseline", "candidate"}
     assert tools["step_columns"].inputSchema["properties"]["runs"]["type"] == "array"
+    for tool in tools.values():  # every argument is typed and described, every tool says what it answers
+        assert tool.description and "Returns:" in tool.description
+        assert all(p.get("type") and p.get("description") for p in tool.inputSchema["properties"].values()), tool.name
+    assert tools["slice_steps_page"].inputSchema["properties"]["query"]["description"].endswith("or a Triage link")
 
 
 def test_compare_gives_the_cli_figures(lab_dir, local_lab):
@@ -133,6 +137,7 @@ def test_a_slice_and_a_step(lab_dir, local_lab):
     ("compare_runs", {"baseline": "nosuch", "candidate": "base"}, "names no run of the store"),
     ("compare_runs", {"baseline": "base", "candidate": "better", "resamples": 10**9}, "use 100 to"),
     ("compare_runs", {"baseline": "x" * 10_000, "candidate": "base"}, "name a run by its id"),
+    ("compare_runs", {"baseline": "base", "candidate": "better", "seed": -1}, "seed -1: use a whole number"),
     ("series_table", {"series": "<script>alert(1)</script>"}, "no checkpoint series"),
     ("slice_steps_page", {"query": "f1_max=abc"}, "slice field 'f1_max'"),
     ("slice_steps_page", {"query": "x" * 10_000}, "at most 4,000"),
@@ -141,6 +146,8 @@ def test_a_slice_and_a_step(lab_dir, local_lab):
     ("step_columns", {"step": "task-000/0", "runs": ["base"] * 9}, "name 1 to 8 runs"),
 ])
 def test_bad_arguments_get_one_line(local_lab, tool, arguments, says):
+    """Each refusal is the tool's own one line (arguments of the wrong JSON type are refused by the MCP server's
+    schema check before the tool runs)."""
     got = with_session(local_lab, lambda s: _call(s, tool, **arguments))
     assert set(got) == {"error"} and says in got["error"] and "\n" not in got["error"] and len(got["error"]) <= 600
 

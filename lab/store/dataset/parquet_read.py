@@ -58,13 +58,7 @@ def run_metadata(pf: pq.ParquetFile, name: str) -> dict[str, Any]:
         return {}
     if len(raw) > limits()["max_metadata_bytes"]:
         raise LabError(f"{name}: its run settings take {len(raw):,} bytes, more than an import reads")
-    try:
-        value = loads(raw)
-    except JsonTextError as exc:
-        raise LabError(f"{name}: its run settings are not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise LabError(f"{name}: its run settings are not a JSON object")
-    return value
+    return json_object(raw, name, "its run settings")
 
 
 def read_config(files: list[Path], name: str) -> tuple[pa.Table, dict[str, Any]]:
@@ -88,15 +82,16 @@ def read_config(files: list[Path], name: str) -> tuple[pa.Table, dict[str, Any]]
     return pa.concat_tables(tables), meta
 
 
-def json_object(text: Any, where: str) -> dict[str, Any]:
-    """A row's `extra_json` read back ({} for none); LabError for anything but a JSON object."""
-    if text is None or text == "":
+def json_object(text: Any, where: str, what: str = "extra_json") -> dict[str, Any]:
+    """JSON text that must be an object (a row's `extra_json`, the run's settings) read back ({} for none);
+    LabError naming `where` and `what` for anything else."""
+    if text is None or text == "" or text == b"":
         return {}
     try:
         value = loads(text)
     except JsonTextError as exc:
-        raise LabError(f"{where}: extra_json is not JSON ({exc})") from None
+        raise LabError(f"{where}: {what}: not JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise LabError(f"{where}: extra_json is not a JSON object")
+        raise LabError(f"{where}: {what}: not a JSON object")
     return value
 

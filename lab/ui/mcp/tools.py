@@ -20,6 +20,7 @@ MAX_RUNS_LISTED = 200
 MAX_STEP_COLUMNS = 8
 SLICE_PAGE = 50
 MAX_QUERY = 4000
+MAX_SEED = 2**32
 STEP_FIELDS = ("command_f1", "command_precision", "command_recall", "first_cmd_exact", "valid_json", "equiv_f1",
                "pred_command_units", "raw_output", "parse_failure", "finish_reason", "pred_task_complete",
                "completion_tokens", "latency_s", "lp_mean")
@@ -79,6 +80,8 @@ def compare_runs(ctx: LabContext, baseline: str, candidate: str, resamples: int 
         count = resample_setting(int(resamples))
         if count > resample_setting(None):
             raise LabError(f"resamples {count}: use 100 to {resample_setting(None)}")
+        if not 0 <= int(seed) < MAX_SEED:
+            raise LabError(f"seed {seed}: use a whole number from 0 to {MAX_SEED - 1}")
         ids = [run_id_of(ctx, baseline), run_id_of(ctx, candidate)]
         with ctx._store_lock:
             runs = [load_run(_store(ctx), run_id) for run_id in ids]
@@ -135,8 +138,7 @@ def slice_steps_page(ctx: LabContext, query: str = "", page: int = 1) -> str:
     f1_max, failure_kinds, buckets, text, order_by …), or a whole Triage link.
 
     Args:
-        query: the slice as a URL query (e.g. "run_ids=RUN&f1_max=0.2&order_by=command_f1"; a run by its id or
-            name) or a Triage link
+        query: the slice as a URL query ("run_ids=RUN&f1_max=0.2&order_by=command_f1", a run by id or name) or a Triage link
         page: the page, from 1
     Returns:
         JSON: {"total": steps in the slice, "page", "pages", "steps": [{run_id, run, step_key, command_f1, …}]}

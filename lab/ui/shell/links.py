@@ -112,9 +112,14 @@ def base_of(request: gr.Request | None) -> str:
     return page_url(request) if request is not None else ""
 
 
+MAX_NOTES = 3  # lines about one link shown in full; the rest counted
+
+
 def notice_html(notes: Iterable[str]) -> str:
     """What was wrong with a link, as one escaped line ("" when nothing was)."""
-    text = "; ".join(n for n in notes if n)
+    notes = [n for n in notes if n]
+    more = len(notes) - MAX_NOTES
+    text = "; ".join(notes[:MAX_NOTES]) + (f"; and {more} more" if more > 0 else "")
     return f'<div class="lab-link-note" data-link-note="1">⚠ {esc(text)}</div>' if text else ""
 
 
