@@ -78,5 +78,8 @@ def with_metadata(run: ExportedRun) -> pa.Table:
     """The run's table carrying its settings in the Parquet key-value metadata (what an import restores)."""
     payload = {"format": FORMAT, "run_id": run.info["run_id"], "display_name": run.info["display_name"],
                "meta": run.meta, "aggregate": run.aggregate}
-    text = json.dumps(payload, ensure_ascii=False, default=str, allow_nan=False)
+    try:
+        text = json.dumps(payload, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError as exc:  # a non-finite number in the stored settings
+        raise LabError(f"run {run.info['run_id']}: its settings cannot be written as JSON ({exc})") from None
     return run.table.replace_schema_metadata({META_KEY: text.encode("utf-8")})
