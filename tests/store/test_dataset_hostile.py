@@ -252,3 +252,18 @@ def test_a_hub_file_named_out_of_the_repository(mirror, target, capsys):
     args, _ = target
     assert main(["results", *args, "import", "hf://datasets/owner/runs"]) == 2
     assert "is not a path inside it" in capsys.readouterr().err
+
+
+def test_a_link_planted_where_the_import_writes(good, tmp_path, target, capsys):
+    """A link (dangling too) at the name a config would take is never written through: the next name is taken."""
+    args, results = target
+    folder = copy(good, tmp_path)
+    dest = results / "datasets" / "ds"
+    dest.mkdir(parents=True)
+    victim = tmp_path / "victim.json"
+    victim.write_text("mine")
+    (dest / f"{CONFIG}.json").symlink_to(victim)
+    (dest / f"{CONFIG}-2.json").symlink_to(tmp_path / "nowhere.json")  # dangling
+    assert main(["results", *args, "import", str(folder)]) == 0
+    assert victim.read_text() == "mine" and not (tmp_path / "nowhere.json").exists()
+    assert (dest / f"{CONFIG}-3.json").is_file() and not (dest / f"{CONFIG}-3.json").is_symlink()

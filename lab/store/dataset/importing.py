@@ -5,12 +5,11 @@ and its round trip gives Δ = 0 on identical per-step values."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
+from lab.security.safe_files import entry_exists, link_problem, read_bytes, write_bytes_atomic
 from lab.store.dataset.card_read import read_configs
 from lab.store.dataset.layout import config_name, limits
 from lab.store.dataset.parquet_read import read_config
@@ -36,32 +35,17 @@ def destination(results_dir: Path, dataset: str) -> Path:
     return dest
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_new(folder: Path, stem: str, suffix: str, content: bytes) -> Path:
-    """`folder/STEM.SUFFIX`, or STEM-2 … when that name holds other content (nothing stored is overwritten);
-    the same content is left as it is. Written whole through a temporary file (never through a link)."""
+    """`folder/STEM.SUFFIX`, or STEM-2 … when that name holds anything else (nothing stored is overwritten, no
+    link followed); the same content is left as it is. Written whole (lab.security.safe_files)."""
     n = 1
     while True:
         path = folder / f"{stem if n == 1 else f'{stem}-{n}'}{suffix}"
-        if not os.path.lexists(path):
-            break
-        if path.is_file() and not path.is_symlink() and path.read_bytes() == content:
+        if not entry_exists(path):
+            return write_bytes_atomic(path, content, replace=False)
+        if link_problem(path) is None and read_bytes(path) == content:
             return path
         n += 1
-    fd, tmp = tempfile.mkstemp(prefix=".import-", dir=folder)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # as any file the lab writes, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.link(tmp, path)  # fails, rather than replaces, when the name was taken meanwhile
-    finally:
-        os.unlink(tmp)
-    return path
 
 
 def restore_files(folder: Path, dest: Path) -> list[Path]:
