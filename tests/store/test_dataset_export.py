@@ -14,7 +14,6 @@ from lab.cli import main
 from lab.store.opening import open_store
 from tests.helpers_paired import reference_file, variant, write
 from tests.helpers_store import make_results_dir
-from tests.hub_mirror import hub_mirror
 
 STEP_COLUMNS = ("task_id", "step_idx", "command_f1", "command_precision", "command_recall", "first_cmd_exact",
                 "valid_json", "pred_command_units", "ref_command_units", "raw_output", "finish_reason", "lp_mean",
@@ -109,27 +108,6 @@ def test_import_into_a_fresh_store_gives_the_same_figures(lab_files, exported, c
         assert len(b.rows("SELECT 1 FROM samples")) == 303 * 3 and len(b.rows("SELECT 1 FROM step_reference")) == 303
     assert main(["results", *store_args(root, "b"), "import", str(exported)]) == 0  # again: nothing new
     assert "0 added, 3 unchanged" in capsys.readouterr().out
-
-
-def test_a_push_and_a_pull_through_a_hub_mirror(lab_files, exported, monkeypatch, capsys):
-    root, _ = lab_files
-    make_results_dir(root / "c")
-    with hub_mirror() as (url, state):
-        monkeypatch.setenv("HF_ENDPOINT", url)
-        monkeypatch.setenv("HF_TOKEN", "hf_loopback_token")
-        monkeypatch.setenv("LAB_CACHE_DIR", str(root / "cache"))
-        out = root / "pushed"
-        assert main(["results", *store_args(root, "a"), "export", "ckpt-better", "--out", str(out),
-                     "--push-to-hub", "someone/tb2-runs"]) == 0
-        assert "pushed: " in capsys.readouterr().out
-        repo = state.repos["someone/tb2-runs"]
-        assert set(repo.files) == {"README.md", "org-ckpt-better/steps.parquet"} and state.tokens[0] == "Bearer hf_loopback_token"
-        assert repo.files["README.md"] == (out / "README.md").read_bytes()
-        assert main(["results", *store_args(root, "c"), "import", "hf://datasets/someone/tb2-runs"]) == 0
-        assert "2 added" in capsys.readouterr().out  # the run and its reference likelihoods
-    assert (root / "c" / "results" / "datasets" / "someone--tb2-runs" / "org-ckpt-better.json").is_file()
-    with open_store(root / "c" / "lab.duckdb", root / "c" / "results", sync=False) as c:
-        assert c.scalar("SELECT steps FROM runs WHERE display_name = 'org/ckpt-better'") == 303
 
 
 @pytest.mark.parametrize("argv, says", [

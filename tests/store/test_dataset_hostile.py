@@ -11,12 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from lab.cli import main
+from lab.errors import LabError
 from lab.store.dataset import parquet_read, restore
+from lab.store.dataset.hub import files_to_fetch, parse_source
 from lab.store.dataset.layout import META_KEY
 from lab.store.opening import open_store
 from tests.helpers_paired import variant, write
 from tests.helpers_store import make_results_dir
-from tests.hub_mirror import Repo, hub_mirror
 
 CONFIG = "tiny"
 
@@ -216,42 +217,44 @@ def test_no_rows(good, tmp_path, target, capsys):
     refused(capsys, target, folder, "no rows")
 
 
-# ---- a hostile Hub --------------------------------------------------------------------------------------
-@pytest.fixture
-def mirror(good, monkeypatch, tmp_path):
-    with hub_mirror() as (url, state):
-        monkeypatch.setenv("HF_ENDPOINT", url)
-        monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
-        state.repos["owner/runs"] = Repo({str(p.relative_to(good)): p.read_bytes() for p in good.rglob("*") if p.is_file()})
-        yield state
+# ---- a hostile Hub listing -------------------------------------------------------------------------------
+# What the Hub lists is checked before anything is downloaded: the listing is huggingface_hub's own DatasetInfo
+# (the type HfApi.dataset_info returns), built here, since no Hub is reachable from the tests.
+def hub_listing(*files: tuple[str, int]):
+    from huggingface_hub.hf_api import DatasetInfo
+
+    return DatasetInfo(id="owner/runs", sha="0" * 40, siblings=[{"rfilename": n, "size": s} for n, s in files])
 
 
 @pytest.mark.parametrize("source, says", [
     ("hf://datasets/../etc", "give a dataset repository as OWNER/NAME"),
     ("hf://datasets/owner", "give a dataset repository as OWNER/NAME"),
     ("hf://datasets/owner/runs@../../x", "the revision after @ is not a branch"),
-    ("hf://datasets/owner/missing", "RepositoryNotFoundError"),
 ])
-def test_hub_sources_refused(mirror, target, capsys, source, says):
+def test_hub_sources_refused(target, capsys, source, says):
     args, _ = target
     assert main(["results", *args, "import", source]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_hub_listing_too_large_is_refused_before_any_download(mirror, target, capsys):
-    mirror.listed_sizes["tiny/steps.parquet"] = 10**12
-    args, _ = target
-    assert main(["results", *args, "import", "hf://datasets/owner/runs"]) == 2
-    assert "more than an import reads" in capsys.readouterr().err
-    assert not any("/resolve/" in path for _, path in mirror.requests)
+def test_a_hub_listing_too_large_is_refused_before_any_download():
+    source = parse_source("hf://datasets/owner/runs")
+    with pytest.raises(LabError, match="more than an import reads"):
+        files_to_fetch(hub_listing(("README.md", 100), ("tiny/steps.parquet", 10**12)), source)
+    assert files_to_fetch(hub_listing(("README.md", 100), ("tiny/steps.parquet", 10), ("x.bin", 5)), source) == \
+        ["README.md", "tiny/steps.parquet"]
 
 
-def test_a_hub_file_named_out_of_the_repository(mirror, target, capsys):
-    mirror.extra_listing.append({"rfilename": "../../outside.parquet", "size": 10})
-    args, _ = target
-    assert main(["results", *args, "import", "hf://datasets/owner/runs"]) == 2
-    assert "is not a path inside it" in capsys.readouterr().err
+@pytest.mark.parametrize("name", ["../../outside.parquet", "/etc/x.parquet", "a\\..\\b.parquet"])
+def test_a_hub_file_named_out_of_the_repository(name):
+    with pytest.raises(LabError, match="is not a path inside it"):
+        files_to_fetch(hub_listing(("README.md", 100), (name, 10)), parse_source("hf://datasets/owner/runs"))
+
+
+def test_a_repository_without_a_card_is_refused():
+    with pytest.raises(LabError, match="no dataset card"):
+        files_to_fetch(hub_listing(("tiny/steps.parquet", 10)), parse_source("hf://datasets/owner/runs"))
 
 
 def test_a_link_planted_where_the_import_writes(good, tmp_path, target, capsys):

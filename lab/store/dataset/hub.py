@@ -63,7 +63,7 @@ def _hub_error(exc: Exception, what: str) -> LabError:
     return LabError(f"{what}: {type(exc).__name__}: {one_line(exc, 200)}")
 
 
-def _files_to_fetch(info, source: HubSource) -> list[str]:
+def files_to_fetch(info, source: HubSource) -> list[str]:
     """The card and Parquet files of the repository, their count and sizes checked against the limits."""
     siblings = list(info.siblings or [])
     files = [s for s in siblings if s.rfilename == CARD or s.rfilename.endswith(".parquet")]
@@ -90,7 +90,7 @@ def pull(text: str, cache_dir: Path) -> tuple[Path, HubSource]:
     try:
         api = _api()
         info = api.dataset_info(source.repo_id, revision=source.revision, files_metadata=True)
-        names = _files_to_fetch(info, source)
+        names = files_to_fetch(info, source)
         folder = Path(cache_dir) / "datasets" / source.folder_name
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
