@@ -1,6 +1,5 @@
 """Runs as a Hugging Face dataset: `results export RUN… --out DIR` writes one Parquet config per run and a card
-that `datasets.load_dataset(DIR, CONFIG)` reads; `results import DIR` (and hf://datasets/OWNER/NAME through a
-Hub mirror on loopback) brings back the same figures: `lab compare` of a run and its round trip gives Δ = 0 on
+that `datasets.load_dataset(DIR, CONFIG)` reads; `results import DIR` brings back the same figures: `lab compare` of a run and its round trip gives Δ = 0 on
 identical per-step values, sampled answers, log-probability summaries and reference likelihoods included."""
 from __future__ import annotations
 
