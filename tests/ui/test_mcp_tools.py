@@ -90,7 +90,8 @@ def test_compare_gives_the_cli_figures(lab_dir, local_lab):
     got = with_session(local_lab, lambda s: _call(s, "compare_runs", baseline="base", candidate="better",
                                                    resamples=2000, seed=7))
     cli = run_lab_cli(["compare", "base", "better", "--json", "--resamples", "2000", "--seed", "7",
-                       "--db", str(root / "lab.duckdb"), "--results", str(results)], env=env_for(root))
+                       "--db", str(root / "lab.duckdb"), "--results", str(results), "--replay", str(EXCERPT)],
+                      env=env_for(root))  # the app's replay: the equiv row says the same about it
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     expected.pop("gate")
