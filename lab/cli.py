@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "with its 95 % interval; with --max-drop a CI gate (exit 1 when worse)"),
     "demo": ("lab.runs.demo_cli", "a SYNTHETIC pair of runs with a known difference on a synthetic replay shaped "
                                   "like TB2-lite, imported into the store: a comparison with intervals, offline"),
+    "training": ("lab.training.cli", "the evaluations of a training run made with TB2LiteCallback: finish what it "
+                                     "left, or show them"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)

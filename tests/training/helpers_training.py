@@ -83,3 +83,23 @@ def tensorboard_scalars(logdir: Path) -> dict[str, dict[int, float]]:
         for tag in acc.Tags()["scalars"]:
             out.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
     return out
+
+
+GROUPS = ("software_engineering", "data_science", "system_administration")
+
+
+def synthetic_replay(path: Path, tasks: int = 12, steps: int = 3) -> Path:
+    """A replay of `tasks` tasks of `steps` steps each over three source groups, built from the excerpt's first
+    record with its prompt cut to a line, so the tiny model answers a step in milliseconds."""
+    import json
+
+    first = json.loads(EXCERPT.read_text(encoding="utf-8").splitlines()[0])
+    rows = []
+    for t in range(tasks):
+        group = GROUPS[t % len(GROUPS)]
+        for s in range(steps):
+            rows.append({**first, "task_id": f"task-{t:03d}", "step_idx": s, "total_steps": steps,
+                         "is_final_step": s == steps - 1, "source_group": group, "source": f"synthetic/{group}",
+                         "prompt": f"Task {t}: list the files in /app (step {s}).\n\nCurrent terminal state:\n$ "})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
