@@ -66,10 +66,17 @@ def run_plan(ctx: JobContext, job: Job, stem: str) -> tuple[RunPlan, list[Step]]
                      "subset": {k: v for k, v in plan.subset.items() if k != "tasks"} | {"within": plan.selection}}
     run = RunPlan(out_dir=Path(options.results), stem=stem + (subset_suffix() if subset else ""),
                   eval_path=plan.replay_path, replay_fingerprint=plan.replay_fingerprint, replay_steps=plan.replay_steps,
-                  selection=selection, extra={"training": job.training}, reference=options.reference and job.kind != "full",
+                  selection=selection, extra={"training": _training_block(job, plan.subset)},
+                  reference=options.reference and job.kind != "full",
                   budget_s=plan.budget_s, taken=ctx.taken, resume=True, reference_stem=stem,
-                  reference_steps=ctx.steps if subset else None, reference_selection=plan.selection)
+                  reference_steps=ctx.steps if subset else None, reference_selection=plan.selection,
+                  reference_extra={"training": dict(job.training)})
     return run, (ctx.subset if subset else ctx.steps)
+
+
+def _training_block(job: Job, subset: dict | None) -> dict:
+    """The result file's `training` block: the save's, and for a subset run the subset it replayed."""
+    return {**job.training, "subset": subset} if job.kind == "subset" else dict(job.training)
 
 
 def _finish(ctx: JobContext, job: Job, outcome: Outcome, seconds: float, save: Callable[[Job], Job]) -> Job:

@@ -97,17 +97,21 @@ def run(args: argparse.Namespace) -> int:
     folder = series_folder(args.dir)
     if args.training_command == "status":
         return _status(folder, args.json)
-    from lab.engines.servers import install_exit_handlers
-    from lab.training.jobs import FINISHED, JobBook, finish_command
-    from lab.training.worker import run_worker
+    from lab.training.jobs import FINISHED, Heartbeat, JobBook, finish_command, hold_lock
 
-    install_exit_handlers()
+    lock = hold_lock(JobBook(folder))  # one worker at a time; then a heartbeat before the heavy imports
+    beat = Heartbeat(JobBook(folder)).__enter__()
     stop = threading.Event()
-    _stop_on_signals(stop)
     follow = args.training_command == "worker" and args.follow
     if follow:
         _follow_training(args.training_pid, stop)
-    jobs = run_worker(folder, follow=follow, stop=stop, say=_say, retry=getattr(args, "retry", False))
+    from lab.engines.servers import install_exit_handlers
+    from lab.training.worker import run_worker
+
+    install_exit_handlers()
+    _stop_on_signals(stop)
+    jobs = run_worker(folder, follow=follow, stop=stop, say=_say, retry=getattr(args, "retry", False), beat=beat,
+                      lock=lock)
     left = [j for j in jobs if j.status not in FINISHED]
     if left:
         _say(f"{len(left)} evaluation(s) left ({', '.join(j.label for j in left)}); finish them with: "

@@ -46,6 +46,7 @@ class RunPlan:
     reference_stem: str | None = None  # the reference run's name (None: `stem`)
     reference_steps: list[Step] | None = None  # the steps the reference is scored on (None: the replayed ones)
     reference_selection: dict | None = None  # their selection as the reference file records it (None: `selection`)
+    reference_extra: dict | None = None  # the reference file's other fields (None: `extra`)
 
 
 @dataclass
@@ -109,7 +110,8 @@ def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
             if plan.reference:
                 ref = ReferenceConfig(out_dir=plan.out_dir, run_name=ref_stem, replay_fingerprint=plan.replay_fingerprint,
                                       selection=plan.reference_selection or plan.selection, eval_path=plan.eval_path,
-                                      extra=plan.extra, name_given=True, taken=plan.taken, resume=plan.resume)
+                                      extra=plan.reference_extra if plan.reference_extra is not None else plan.extra,
+                                      name_given=True, taken=plan.taken, resume=plan.resume)
                 done = _finished(plan.out_dir / f"{ref_stem}{REFERENCE_SUFFIX}.json") if plan.resume else None
                 outcome.reference_path = done or score_reference_run(engine, plan.reference_steps or steps, ref,
                                                                      stop=deadline.stop)

@@ -16,15 +16,18 @@ training never leaves half a file; a finished evaluation is in its job file the 
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
+from lab.training.options import training_defaults
 
 QUEUED, RUNNING, DONE, FAILED, SKIPPED = "queued", "running", "done", "failed", "skipped"
 FINISHED = (DONE, FAILED, SKIPPED)
@@ -203,6 +206,51 @@ class JobBook:
 
     def write_judgement(self, judgement: dict) -> None:
         write_json(self.judgement_path, judgement)
+
+
+class Heartbeat:
+    """A thread that writes the worker's pid, job and time into worker.json every few seconds (the callback
+    reads it to tell a stuck worker from a busy one)."""
+
+    def __init__(self, book: JobBook) -> None:
+        self.book, self.job, self._over = book, None, threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="tb2lite-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        every = float(training_defaults()["worker"]["heartbeat_s"])
+        while not self._over.is_set():
+            try:
+                self.book.heartbeat(os.getpid(), self.job)
+            except OSError:
+                pass
+            self._over.wait(every)
+
+    def __enter__(self) -> "Heartbeat":
+        if not self._thread.is_alive():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._over.set()
+        self._thread.join(timeout=5)
+        try:
+            self.book.heartbeat(os.getpid(), None, exited=True)
+        except OSError:
+            pass
+
+
+def hold_lock(book: JobBook) -> int:
+    """An fd holding the series' worker lock; a LabError naming the worker that holds it."""
+    book.folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(book.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        held = (book.worker() or {}).get("pid")
+        raise LabError(f"{book.folder}: a worker (pid {held}) is evaluating this series now; let it finish, or stop it "
+                       "(kill PID) and run this again") from None
+    return fd
 
 
 def finish_command(folder: Path) -> str:

@@ -13,7 +13,6 @@ process gone, Ctrl-C) ends the job under way at once, keeping what it finished f
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -25,7 +24,7 @@ from lab.engines.registry import create_engine
 from lab.errors import LabError
 from lab.training.checkpoint_job import JobContext, run_job
 from lab.training.finalists import judge, judgement_line
-from lab.training.jobs import DONE, FAILED, QUEUED, RUNNING, SKIPPED, Job, JobBook
+from lab.training.jobs import DONE, FAILED, QUEUED, RUNNING, SKIPPED, Heartbeat, Job, JobBook, hold_lock
 from lab.training.options import training_defaults
 from lab.training.plan import SeriesPlan
 from lab.training.storing import importer, stored_names
@@ -57,20 +56,6 @@ class CheckpointEngines:
     def close(self) -> None:
         if self.server is not None:
             self.server.close()
-
-
-def hold_lock(book: JobBook) -> int:
-    """An fd holding the series' worker lock; a LabError naming the worker that holds it."""
-    book.folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(book.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        held = (book.worker() or {}).get("pid")
-        raise LabError(f"{book.folder}: a worker (pid {held}) is evaluating this series now; let it finish, or stop it "
-                       "(kill PID) and run this again") from None
-    return fd
 
 
 def requeue_stale(book: JobBook, say: Say) -> None:
@@ -128,36 +113,6 @@ def queue_finalists(book: JobBook, plan: SeriesPlan, say: Say) -> bool:
     return added
 
 
-class Heartbeat:
-    """A thread that writes the worker's pid, job and time into worker.json every few seconds (the callback
-    reads it to tell a stuck worker from a busy one)."""
-
-    def __init__(self, book: JobBook) -> None:
-        self.book, self.job, self._over = book, None, threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="tb2lite-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        every = float(training_defaults()["worker"]["heartbeat_s"])
-        while not self._over.is_set():
-            try:
-                self.book.heartbeat(os.getpid(), self.job)
-            except OSError:
-                pass
-            self._over.wait(every)
-
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._over.set()
-        self._thread.join(timeout=5)
-        try:
-            self.book.heartbeat(os.getpid(), None, exited=True)
-        except OSError:
-            pass
-
-
 def context(book: JobBook, plan: SeriesPlan, engines: CheckpointEngines) -> JobContext:
     steps, subset = plan.steps()
     options, settings = plan.eval_options(), plan.lab_settings()
@@ -166,13 +121,16 @@ def context(book: JobBook, plan: SeriesPlan, engines: CheckpointEngines) -> JobC
 
 
 def run_worker(folder: str | os.PathLike, *, follow: bool, stop: threading.Event, say: Say,
-               retry: bool = False) -> list[Job]:
+               retry: bool = False, beat: Heartbeat | None = None, lock: int | None = None) -> list[Job]:
     """Evaluate the series' jobs in `folder` (module docstring) until none is left (`follow`: until the training
-    has ended too), or `stop`; returns the jobs as they stand. `retry`: failed jobs are queued again first."""
+    has ended too), or `stop`; returns the jobs as they stand. `retry`: failed jobs are queued again first.
+    `beat`, `lock`: the heartbeat already going and the worker lock already held (the worker command takes both
+    before its heavy imports)."""
     book = JobBook(folder)
     plan = SeriesPlan.from_dict(book.plan())
-    lock = hold_lock(book)
+    lock = hold_lock(book) if lock is None else lock
     engines = None
+    beat = beat or Heartbeat(book)
     try:
         requeue_stale(book, say)
         if retry:
@@ -183,7 +141,7 @@ def run_worker(folder: str | os.PathLike, *, follow: bool, stop: threading.Event
         engines = CheckpointEngines(plan)
         ctx = context(book, plan, engines)
         poll = float(training_defaults()["worker"]["poll_s"])
-        with Heartbeat(book) as beat:
+        with beat:
             while not stop.is_set():
                 job = next_job(book, plan.options.get("queue", "all"), say)
                 if job is None:

@@ -116,7 +116,7 @@ class WorkerProcess:
         if beat.get("pid") == self.proc.pid and now - float(beat.get("at", now)) > float(self.settings["stuck_after_s"]):
             return f"no heartbeat for {now - float(beat['at']):.0f} s"
         started = self.started_at
-        if beat.get("pid") != self.proc.pid and started and now - started > float(self.settings["stuck_after_s"]):
+        if beat.get("pid") != self.proc.pid and started and now - started > float(self.settings["start_grace_s"]):
             return f"no heartbeat {now - started:.0f} s after it started"
         budget = self.options.time_budget_s
         if budget is not None:
@@ -148,6 +148,17 @@ class WorkerProcess:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+
+    def wait_exit(self, wait_s: float) -> bool:
+        """Wait up to `wait_s` for the worker to exit on its own; whether it has."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        self.close_log()
+        return True
 
     def stop(self, wait_s: float | None = None) -> None:
         """Stop the worker: its stdin closed (it stops at once, keeping what it finished), SIGTERM after `wait_s`,

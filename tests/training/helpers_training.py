@@ -37,15 +37,17 @@ def tiny_training_model(model_dir: Path):
 
 
 def train_tiny(model_dir: Path, out: Path, callbacks: list, *, processing_class: bool = True,
-               report_to: list[str] | None = None):
-    """Train the tiny model MAX_STEPS optimizer steps, saving every SAVE_STEPS; returns (trainer, model)."""
+               report_to: list[str] | None = None, max_steps: int = MAX_STEPS, save_steps: int = SAVE_STEPS,
+               **arguments):
+    """Train the tiny model `max_steps` optimizer steps, saving every `save_steps` (more TrainingArguments in
+    `arguments`); returns (trainer, model)."""
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = tiny_training_model(model_dir)
-    args = TrainingArguments(output_dir=str(out), max_steps=MAX_STEPS, save_steps=SAVE_STEPS, logging_steps=1,
+    args = TrainingArguments(output_dir=str(out), max_steps=max_steps, save_steps=save_steps, logging_steps=1,
                              per_device_train_batch_size=2, learning_rate=1e-2, seed=0, use_cpu=True,
-                             report_to=report_to or "none", disable_tqdm=True, dataloader_num_workers=0)
+                             report_to=report_to or "none", disable_tqdm=True, dataloader_num_workers=0, **arguments)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
     trainer = Trainer(model=model, args=args, train_dataset=reference_dataset(tokenizer),
                       processing_class=tokenizer if processing_class else None,
