@@ -35,6 +35,7 @@ class JobContext:
     release: Callable[[EngineBase], None]
     import_file: Callable[[Path], str] | None = None
     taken: TakenFn | None = None
+    served_by: Callable[[EngineBase], dict | None] | None = None  # what the job's file says of its server
 
 
 def deleted_line(job: Job) -> str:
@@ -116,6 +117,7 @@ def run_job(ctx: JobContext, job: Job, stop=None, record: bool = True) -> Job:
         save(job)
         plan, steps = run_plan(ctx, job, job.stem)
         engine = ctx.engine_for(job)
+        job.server = ctx.served_by(engine) if ctx.served_by is not None else None
         outcome = evaluate_checkpoint(engine, steps, plan, ctx.import_file, stop=stop)
     except Exception as exc:  # noqa: BLE001 - an engine that cannot start is a failed evaluation, not a stop
         outcome = Outcome(error=one_line(exc), stopped=bool(stop is not None and stop.is_set()))

@@ -55,6 +55,7 @@ class Job:
     started_at: float | None = None
     finished_at: float | None = None
     seconds: float | None = None
+    server: dict | None = None          # the vLLM server it ran on: pid, servers started so far, load seconds
 
     @property
     def id(self) -> str:

@@ -49,6 +49,13 @@ class CheckpointEngines:
         engine.load()
         return engine
 
+    def served_by(self, engine: EngineBase) -> dict | None:
+        """The server a job runs on (its pid, the servers this worker started so far, its load or swap time)."""
+        held = self.server.engine if self.server is not None else None
+        if held is None or held.server is None:
+            return None
+        return {"pid": held.server.pid, "starts": self.server.starts, "load_s": round(held.load_time_sec or 0.0, 3)}
+
     def release(self, engine: EngineBase) -> None:
         if self.server is None:
             engine.close()  # a new checkpoint each job: its weights go
@@ -117,7 +124,8 @@ def context(book: JobBook, plan: SeriesPlan, engines: CheckpointEngines) -> JobC
     steps, subset = plan.steps()
     options, settings = plan.eval_options(), plan.lab_settings()
     return JobContext(book, plan, steps, subset, engines.engine_for, engines.release,
-                      import_file=importer(options, settings), taken=stored_names(options, settings))
+                      import_file=importer(options, settings), taken=stored_names(options, settings),
+                      served_by=engines.served_by)
 
 
 def run_worker(folder: str | os.PathLike, *, follow: bool, stop: threading.Event, say: Say,
