@@ -21,6 +21,7 @@ from typing import Callable
 
 from lab.engines.common import EngineBase
 from lab.engines.registry import create_engine
+from lab.engines.spec import split_spec
 from lab.errors import LabError
 from lab.training.checkpoint_job import JobContext, run_job
 from lab.training.finalists import judge, judgement_line
@@ -43,9 +44,7 @@ class CheckpointEngines:
     def engine_for(self, job: Job) -> EngineBase:
         if self.server is not None:
             return self.server.engine_for(Path(job.folder))
-        if not job.spec:
-            raise LabError(f"{job.label}: the job names no engine SPEC to load it with")
-        engine = create_engine(job.spec)
+        engine = create_engine(checked_spec(job))
         engine.load()
         return engine
 
@@ -63,6 +62,17 @@ class CheckpointEngines:
     def close(self) -> None:
         if self.server is not None:
             self.server.close()
+
+
+def checked_spec(job: Job) -> str:
+    """The job's SPEC when it loads the job's own checkpoint folder with the in-process engine (the folder as the
+    model, or as the adapter of a base model): a job file is data, and names nothing else to load or connect to."""
+    parsed = split_spec(job.spec or "")
+    folder = str(Path(job.folder))
+    if parsed.kind != "transformers" or folder not in (parsed.target, parsed.options.get("lora")):
+        raise LabError(f"{job.label}: its SPEC {str(job.spec)[:120]!r} is not a transformers SPEC of its checkpoint "
+                       f"folder {folder}; evaluate it with python -m lab replay")
+    return job.spec
 
 
 def requeue_stale(book: JobBook, say: Say) -> None:
