@@ -35,30 +35,12 @@ from tests.paths import EXCERPT  # noqa: E402
 HOLD_BOUND_S = 1.0
 
 
-def clock():
-    """A callback noting when each save and each step's end reach it (one before, one after TB2LiteCallback)."""
-    from transformers import TrainerCallback
-
-    class Clock(TrainerCallback):
-        def __init__(self) -> None:
-            self.saves: dict[int, float] = {}
-            self.steps: dict[int, float] = {}
-
-        def on_save(self, args, state, control, **kwargs):
-            self.saves[state.global_step] = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.steps[state.global_step] = time.perf_counter()
-
-    return Clock()
-
-
 def train(model_dir: Path, out: Path, callback, max_steps: int, save_steps: int) -> dict:
     """Train once; the wall seconds of `trainer.train()`, when it returned, the log history, the model, and what
     the callback held each save and each step's end for."""
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
-    from tests.training.helpers_training import reference_dataset, tiny_training_model
+    from tests.training.helpers_training import clock, reference_dataset, tiny_training_model
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = tiny_training_model(model_dir)

@@ -28,7 +28,8 @@ from lab.training.checkpoint_job import JobContext, run_job
 from lab.training.distributed import capped_budget, sharded_model, world_size
 from lab.training.inprocess import has_tokenizer, in_memory_engine, in_memory_spec, saved_tokenizer
 from lab.training.jobs import Job, JobBook
-from lab.training.metrics import for_kind
+from lab.training.evaluate import one_line
+from lab.training.metrics import for_kind, timing_metrics
 from lab.training.naming import clean_series, default_series, fresh_series
 from lab.training.options import EvalOptions, engine_spec, training_defaults
 from lab.training.plan import SeriesPlan, settings_record
@@ -146,7 +147,11 @@ class TB2LiteCallback(TrainerCallback):
         """The series' state folder and plan; the worker started early beside training (its imports overlap the
         first steps); the end-of-training wait placed before the integrations close."""
         book = JobBook(Path(args.output_dir) / str(training_defaults()["state_folder"]) / self.series)
-        earlier = book.plan().get("subset") if book.exists() else None
+        try:
+            earlier = book.plan().get("subset") if book.exists() else None
+        except LabError as exc:  # a state file broken by hand: this run's state starts again beside it
+            logger.warning("TB2-lite: %s; this run writes it again", exc)
+            earlier = None
         subset = earlier or self.subset  # chosen once per series: a resumed run keeps its first subset
         book.write_plan(SeriesPlan(options=self.options.model_dump(mode="json"), series=self.series,
                                    replay_path=str(self.replay_set.path), replay_fingerprint=self.replay_set.fingerprint,
@@ -192,7 +197,11 @@ class TB2LiteCallback(TrainerCallback):
         wait_s, note = capped_budget(self.options.wait_at_end_s, args)
         if note and self.options.wait_at_end_s is not None:
             logger.warning("TB2-lite: at the end of training %s", note)
-        self.state.end(int(state.global_step), wait_s, lambda job: self._deliver(job, args, state, control))
+        try:
+            self.state.end(int(state.global_step), wait_s, lambda job: self._deliver(job, args, state, control))
+        except Exception as exc:  # noqa: BLE001 - the end of the evaluations is a line; training has ended well
+            logger.warning("TB2-lite: the evaluations' state in %s could not be finished now (%s); finish them with "
+                           "python -m lab training finish %s", self.state.book.folder, exc, self.state.book.folder)
 
     # --- evaluations ---------------------------------------------------------------------------
     def _training_block(self, args, state, folder: Path, saved: bool) -> dict:
@@ -212,20 +221,26 @@ class TB2LiteCallback(TrainerCallback):
     def _kind(self) -> str:
         return "subset" if self.subset else "save"
 
-    def _queue(self, args, state, kwargs: dict) -> None:
-        """background=True: write the save's job and return (the worker reads the saved folder)."""
+    def _checkpoint(self, args, state) -> tuple[int, Path] | None:
+        """(the global step, its checkpoint folder) when this process evaluates it now, else None."""
         step = int(state.global_step)
         if not state.is_world_process_zero or self.disabled or step in self.outcomes:
-            return
+            return None
         if self.state is None:  # a loop that did not call on_train_begin
             self.on_train_begin(args, state, None)
-        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+        return step, Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+
+    def _queue(self, args, state, kwargs: dict) -> None:
+        """background=True: write the save's job and return (the worker reads the saved folder)."""
+        at = self._checkpoint(args, state)
+        if at is None:
+            return
+        step, folder = at
         try:
             spec = self._saved_spec(folder, kwargs) if self.options.in_memory else None
             job = Job(step, self._kind(), str(folder), spec, self._training_block(args, state, folder, True))
             self.outcomes[step] = self.state.queue(job)
-            if not self.state.worker.running and not self.state.worker.given_up:
-                self.state.worker.start()
+            self.state.keep_worker()
         except Exception as exc:  # noqa: BLE001 - a save that cannot be queued is a line; training goes on
             logger.warning("TB2-lite: %s-%d not queued for evaluation: %s", PREFIX_CHECKPOINT_DIR, step, exc)
 
@@ -242,19 +257,21 @@ class TB2LiteCallback(TrainerCallback):
 
     def _evaluate(self, args, state, control, kwargs: dict, saved: bool) -> None:
         """Evaluate the checkpoint of `state.global_step` on the main process, now; log what it gave."""
-        step = int(state.global_step)
-        if not state.is_world_process_zero or self.disabled or step in self.outcomes:
+        at = self._checkpoint(args, state)
+        if at is None:
             return
-        if self.state is None:  # a loop that did not call on_train_begin
-            self.on_train_begin(args, state, None)
-        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+        step, folder = at
         spec = in_memory_spec(kwargs["model"], folder, self.options) if self.options.in_memory else None
         job = Job(step, self._kind(), str(folder), spec, self._training_block(args, state, folder, saved))
-        ctx = self._context(lambda _job: self._engine(folder, kwargs))
-        job = run_job(ctx, job, record=saved)
+        try:
+            ctx = self._context(lambda _job: self._engine(folder, kwargs))
+            job = run_job(ctx, job, record=saved)
+            if saved:
+                self.state.record(job)
+        except Exception as exc:  # noqa: BLE001 - the series' state unreadable or unwritable: a line, training goes on
+            job.status, job.reason = "failed", one_line(exc)
+            job.metrics = timing_metrics(0.0, True)
         self.outcomes[step] = job
-        if saved:
-            self.state.record(job)
         line = delivery_line(job)
         if line:
             logger.warning("%s", line)

@@ -70,6 +70,11 @@ class SeriesState:
         self.delivered.update(j.id for j in out)
         return sorted(out, key=lambda j: j.id)
 
+    def keep_worker(self) -> None:
+        """A worker for the job just queued: started, or started again saying why (lab.training.worker_process)."""
+        for line in self.worker.check(has_work=True):
+            logger.warning("TB2-lite: %s", line)
+
     def look(self, deliver: Deliver, force: bool = False) -> None:
         """Hand on what arrived and check the worker, at most once per `worker.poll_s` unless `force`."""
         now = time.monotonic()

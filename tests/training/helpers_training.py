@@ -105,3 +105,24 @@ def synthetic_replay(path: Path, tasks: int = 12, steps: int = 3) -> Path:
                          "prompt": f"Task {t}: list the files in /app (step {s}).\n\nCurrent terminal state:\n$ "})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def clock():
+    """A callback noting when each save and each step's end reach it: one placed just before TB2LiteCallback and one
+    just after it time what the callback holds the training loop for."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class Clock(TrainerCallback):
+        def __init__(self) -> None:
+            self.saves: dict[int, float] = {}
+            self.steps: dict[int, float] = {}
+
+        def on_save(self, args, state, control, **kwargs):
+            self.saves[state.global_step] = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps[state.global_step] = time.perf_counter()
+
+    return Clock()

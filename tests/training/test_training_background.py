@@ -26,6 +26,7 @@ from lab.resultfiles.files import read_result_file
 from tests.helpers_store import make_results_dir
 from tests.paths import EXCERPT, REPO
 from tests.training.helpers_training import (
+    clock,
     logged,
     losses,
     same_parameters,
@@ -58,21 +59,6 @@ def baseline(tiny_model_dir, tmp_path_factory):
     return train_tiny(tiny_model_dir, tmp_path_factory.mktemp("plain") / "sft-out", [])
 
 
-class Clock(TrainerCallback):
-    """Notes when each save and each step's end reach it: one placed before the callback and one after it time
-    what the callback holds the training loop for."""
-
-    def __init__(self) -> None:
-        self.saves: dict[int, float] = {}
-        self.step_ends: dict[int, float] = {}
-
-    def on_save(self, args, state, control, **kwargs):
-        self.saves[state.global_step] = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.step_ends[state.global_step] = time.perf_counter()
-
-
 class After(TrainerCallback):
     """Placed after the callback: runs `act(step)` at each save, and `begin()` when training begins."""
 
@@ -86,6 +72,18 @@ class After(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         if self.act is not None:
             self.act(state.global_step)
+
+
+def held_until(callback, step: int) -> After:
+    """A callback after ours that holds the worker still (SIGSTOP) from the training's start until save `step`."""
+    def hold() -> None:
+        os.kill(callback.state.worker.proc.pid, signal.SIGSTOP)
+
+    def act(at: int) -> None:
+        if at == step:
+            os.kill(callback.state.worker.proc.pid, signal.SIGCONT)
+
+    return After(act, hold)
 
 
 def status_of(callback, step: int) -> str | None:
@@ -119,7 +117,7 @@ def worker_settings(monkeypatch):
 def test_two_saves_are_evaluated_beside_training(tiny_model_dir, lab_results, replay, baseline, tmp_path, caplog):
     from lab.training import TB2LiteCallback
 
-    before, after = Clock(), Clock()
+    before, after = clock(), clock()
     callback = TB2LiteCallback(str(replay), max_tokens=8, reference=True, background=True)
     out = tmp_path / "sft-bg"
     with caplog.at_level(logging.WARNING, logger="lab.training"):
@@ -138,7 +136,7 @@ def test_two_saves_are_evaluated_beside_training(tiny_model_dir, lab_results, re
     assert logged(trainer, "tb2lite/eval_failed") == {2: 0.0, 4: 0.0}
     assert same_parameters(model, baseline[1]) and losses(trainer) == losses(baseline[0])
     held = [after.saves[s] - before.saves[s] for s in (2, 4)] + \
-           [after.step_ends[s] - before.step_ends[s] for s in before.step_ends]
+           [after.steps[s] - before.steps[s] for s in before.steps]
     assert max(held) < BOUND_S, held
     jobs = {j.step: j for j in callback.book.jobs()}
     assert [jobs[s].status for s in (2, 4)] == ["done", "done"] and not callback.state.worker.running
@@ -153,15 +151,9 @@ def test_queue_latest_evaluates_the_newest_save_and_says_which_it_skipped(tiny_m
     worker_settings["stuck_after_s"] = 600  # a worker held still on purpose is not stuck
     callback = TB2LiteCallback(str(replay), max_tokens=8, background=True, queue="latest")
 
-    def hold() -> None:
-        os.kill(callback.state.worker.proc.pid, signal.SIGSTOP)
-
-    def act(step: int) -> None:
-        if step == 6:
-            os.kill(callback.state.worker.proc.pid, signal.SIGCONT)
-
     with caplog.at_level(logging.WARNING, logger="lab.training"):
-        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-latest", [callback, After(act, hold)], max_steps=6)
+        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-latest", [callback, held_until(callback, 6)],
+                                max_steps=6)
     jobs = {j.step: j for j in callback.book.jobs()}
     assert [jobs[s].status for s in (2, 4, 6)] == ["skipped", "skipped", "done"]
     lines = warnings_of(caplog)
@@ -180,15 +172,9 @@ def test_a_checkpoint_deleted_before_its_evaluation_is_skipped(tiny_model_dir, l
     worker_settings["stuck_after_s"] = 600
     callback = TB2LiteCallback(str(replay), max_tokens=8, background=True)
 
-    def hold() -> None:
-        os.kill(callback.state.worker.proc.pid, signal.SIGSTOP)
-
-    def act(step: int) -> None:
-        if step == 4:
-            os.kill(callback.state.worker.proc.pid, signal.SIGCONT)
-
     with caplog.at_level(logging.WARNING, logger="lab.training"):
-        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-limit", [callback, After(act, hold)], save_total_limit=1)
+        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-limit", [callback, held_until(callback, 4)],
+                                save_total_limit=1)
     assert not (tmp_path / "sft-limit" / "checkpoint-2").exists()
     jobs = {j.step: j for j in callback.book.jobs()}
     assert jobs[2].status == "skipped" and jobs[4].status == "done"
@@ -197,9 +183,9 @@ def test_a_checkpoint_deleted_before_its_evaluation_is_skipped(tiny_model_dir, l
     assert sorted(logged(trainer, "tb2lite/score")) == [4]
 
 
-def test_a_worker_killed_in_the_middle_of_an_evaluation_is_started_again(tiny_model_dir, lab_results, tmp_path, caplog):
-    """At the first save a callback after ours waits until the worker is evaluating checkpoint-2 and kills it
-    (SIGKILL): the watch says so in one line, starts it again, and the evaluation is finished on the second try."""
+def signal_mid_evaluation(tiny_model_dir, tmp_path: Path, name: str, sig: int):
+    """Train with a callback whose evaluations take seconds (answers of 64 tokens, one at a time); at the first save
+    a callback after it waits until the worker evaluates checkpoint-2 and sends the worker `sig`."""
     from lab.training import TB2LiteCallback
 
     slow = synthetic_replay(tmp_path / "slow.jsonl", tasks=12, steps=3)
@@ -208,10 +194,17 @@ def test_a_worker_killed_in_the_middle_of_an_evaluation_is_started_again(tiny_mo
     def act(step: int) -> None:
         if step == 2:
             wait_for(lambda: status_of(callback, 2) == "running", what="the evaluation to start")
-            os.kill(callback.state.worker.proc.pid, signal.SIGKILL)
+            os.kill(callback.state.worker.proc.pid, sig)
 
+    train_tiny(tiny_model_dir, tmp_path / name, [callback, After(act)])
+    return callback
+
+
+def test_a_worker_killed_in_the_middle_of_an_evaluation_is_started_again(tiny_model_dir, lab_results, tmp_path, caplog):
+    """The worker killed (SIGKILL) while it evaluates checkpoint-2: the watch says so in one line, starts it again,
+    and the evaluation is finished on the second try."""
     with caplog.at_level(logging.WARNING, logger="lab.training"):
-        train_tiny(tiny_model_dir, tmp_path / "sft-killed", [callback, After(act)])
+        callback = signal_mid_evaluation(tiny_model_dir, tmp_path, "sft-killed", signal.SIGKILL)
     lines = [line for line in warnings_of(caplog) if "evaluation worker" in line]
     assert lines and lines[0].startswith("TB2-lite: the evaluation worker exited (code -9); started again (1 of 3")
     jobs = {j.step: j for j in callback.book.jobs()}
@@ -223,19 +216,9 @@ def test_a_stuck_worker_is_stopped_its_evaluation_failed_and_the_worker_started_
         tiny_model_dir, lab_results, tmp_path, caplog, worker_settings):
     """A worker that stops answering (SIGSTOP while it evaluates checkpoint-2): after `stuck_after_s` without a
     heartbeat it is killed, the evaluation failed as stuck, one line said, and a new worker does checkpoint-4."""
-    from lab.training import TB2LiteCallback
-
     worker_settings["stuck_after_s"] = 4
-    slow = synthetic_replay(tmp_path / "slow.jsonl", tasks=12, steps=3)
-    callback = TB2LiteCallback(str(slow), max_tokens=64, background=True, engine_options={"batch_size": 1})
-
-    def act(step: int) -> None:
-        if step == 2:
-            wait_for(lambda: status_of(callback, 2) == "running", what="the evaluation to start")
-            os.kill(callback.state.worker.proc.pid, signal.SIGSTOP)
-
     with caplog.at_level(logging.WARNING, logger="lab.training"):
-        train_tiny(tiny_model_dir, tmp_path / "sft-stuck", [callback, After(act)])
+        callback = signal_mid_evaluation(tiny_model_dir, tmp_path, "sft-stuck", signal.SIGSTOP)
     lines = [line for line in warnings_of(caplog) if "stuck" in line]
     assert any(line.startswith("TB2-lite: the evaluation worker was stuck (no heartbeat for") and "started again" in line
                for line in lines), lines

@@ -141,3 +141,22 @@ def test_state_files_are_written_whole(tmp_path):
         book.save(job)
     assert [p.name for p in (tmp_path / "state" / "jobs").iterdir()] == ["000000002-save.json"]
     assert book.get(job.id).reason == "x" * 49
+
+
+def test_a_state_broken_by_hand_is_one_line_and_training_goes_on(tiny_model_dir, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from lab.training import TB2LiteCallback
+    from tests.training.helpers_training import logged, train_tiny
+
+    monkeypatch.setenv("LAB_RESULTS", str(tmp_path / "results"))
+    state = tmp_path / "sft-broken" / "tb2lite-eval" / "sft-broken"
+    state.mkdir(parents=True)
+    (state / "plan.json").write_text("{half a file")
+    callback = TB2LiteCallback(str(EXCERPT), tmp_path / "runs", tasks=["task-000"], limit=1, max_tokens=4)
+    with caplog.at_level(logging.WARNING, logger="lab.training"):
+        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-broken", [callback])
+    lines = [r.getMessage() for r in caplog.records if r.name == "lab.training"]
+    assert len(lines) == 1 and "cannot read the evaluation state" in lines[0] and "this run writes it again" in lines[0]
+    assert logged(trainer, "tb2lite/eval_failed") == {2: 0.0, 4: 0.0}
+    assert json.loads((state / "plan.json").read_text())["series"] == "sft-broken"

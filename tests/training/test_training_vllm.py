@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,20 +23,27 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 SAVES = list(range(SAVE_STEPS, MAX_STEPS + 1, SAVE_STEPS))
 
 
-def test_lora_checkpoints_share_one_vllm_server(vllm_env, vllm_model_dir, tmp_path):  # noqa: F811
+def lora_model(model_dir: Path):
+    """(the tokenizer, a fresh peft LoRA model on the tiny vLLM-sized model), seeded."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer,
-                              TrainerCallback, TrainingArguments)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lab.engines.loading import MODEL_BUILD_LOCK
-    from lab.training import TB2LiteCallback
 
-    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
     with MODEL_BUILD_LOCK:
         torch.manual_seed(0)
-        model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir),
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
                                LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    return AutoTokenizer.from_pretrained(model_dir), model
+
+
+def test_lora_checkpoints_share_one_vllm_server(vllm_env, vllm_model_dir, tmp_path):  # noqa: F811
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
+
+    from lab.training import TB2LiteCallback
+
+    tokenizer, model = lora_model(vllm_model_dir)
     callback = TB2LiteCallback(str(EXCERPT), tmp_path / "runs", tasks=["task-000"], limit=2, max_tokens=8,
                                engine="vllm", engine_options={"dtype": "float32", "max_model_len": CONTEXT,
                                                               "enforce_eager": "true", "kv_cache_gb": 0.5})
@@ -83,18 +91,11 @@ def test_lora_checkpoints_share_one_vllm_server(vllm_env, vllm_model_dir, tmp_pa
 def test_lora_checkpoints_share_one_vllm_server_beside_training(vllm_env, vllm_model_dir, tmp_path):  # noqa: F811
     """background=True: the worker process starts `vllm serve` once, at the first save, and loads the second save's
     adapter into the same server; training never waits for it; the server stops when the worker ends."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
-    from lab.engines.loading import MODEL_BUILD_LOCK
     from lab.training import TB2LiteCallback
 
-    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
-    with MODEL_BUILD_LOCK:
-        torch.manual_seed(0)
-        model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir),
-                               LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    tokenizer, model = lora_model(vllm_model_dir)
     callback = TB2LiteCallback(str(EXCERPT), tmp_path / "runs", tasks=["task-000"], limit=2, max_tokens=8,
                                engine="vllm", background=True,
                                engine_options={"dtype": "float32", "max_model_len": CONTEXT, "enforce_eager": "true",
