@@ -14,6 +14,7 @@ left. Whatever goes wrong is one warning line and `tb2lite/eval_failed = 1`; tra
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,12 @@ from lab.tb2lite import CORRECTED
 from lab.training.checkpoint_job import JobContext, run_job
 from lab.training.distributed import capped_budget, sharded_model, world_size
 from lab.training.inprocess import has_tokenizer, in_memory_engine, in_memory_spec, saved_tokenizer
-from lab.training.jobs import Job, JobBook
+from lab.training.jobs import Job, JobBook, finish_command
 from lab.training.evaluate import one_line
 from lab.training.metrics import for_kind, timing_metrics
 from lab.training.naming import clean_series, default_series, fresh_series
 from lab.training.options import EvalOptions, engine_spec, training_defaults
-from lab.training.plan import SeriesPlan, settings_record
+from lab.training.plan import SeriesPlan, local_path, settings_record
 from lab.training.series_state import SeriesState, delivery_line
 from lab.training.steps import training_steps
 from lab.training.storing import importer, stored_names
@@ -146,7 +147,7 @@ class TB2LiteCallback(TrainerCallback):
     def _begin_series(self, args) -> None:
         """The series' state folder and plan; the worker started early beside training (its imports overlap the
         first steps); the end-of-training wait placed before the integrations close."""
-        book = JobBook(Path(args.output_dir) / str(training_defaults()["state_folder"]) / self.series)
+        book = JobBook(Path(args.output_dir).absolute() / str(training_defaults()["state_folder"]) / self.series)
         try:
             earlier = book.plan().get("subset") if book.exists() else None
         except LabError as exc:  # a state file broken by hand: this run's state starts again beside it
@@ -154,12 +155,15 @@ class TB2LiteCallback(TrainerCallback):
             earlier = None
         subset = earlier or self.subset  # chosen once per series: a resumed run keeps its first subset
         book.write_plan(SeriesPlan(options=self.options.model_dump(mode="json"), series=self.series,
-                                   replay_path=str(self.replay_set.path), replay_fingerprint=self.replay_set.fingerprint,
-                                   replay_steps=len(self.replay_set.steps), selection=self.selection, subset=subset,
-                                   budget_s=self.budget_s, settings=settings_record(self.settings),
-                                   output_dir=str(args.output_dir)).to_dict())
-        if self.state is not None:
-            self.state.worker.stop(0)
+                                   replay_path=local_path(str(self.replay_set.path)),
+                                   replay_fingerprint=self.replay_set.fingerprint, replay_steps=len(self.replay_set.steps),
+                                   selection=self.selection, subset=subset, budget_s=self.budget_s,
+                                   settings=settings_record(self.settings), output_dir=str(Path(args.output_dir).absolute()),
+                                   cwd=os.getcwd()).to_dict())
+        if self.state is not None and self.state.worker.running:  # an earlier train()'s worker: it stops, keeping its work
+            logger.warning("TB2-lite: the evaluation worker of the earlier training run stops; finish what it left "
+                           "with: %s", finish_command(self.state.book.folder))
+            self.state.worker.stop()
         self.state = SeriesState(book, self.options, subset)
         if subset is not None:
             self.subset = subset
@@ -228,7 +232,7 @@ class TB2LiteCallback(TrainerCallback):
             return None
         if self.state is None:  # a loop that did not call on_train_begin
             self.on_train_begin(args, state, None)
-        return step, Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+        return step, Path(args.output_dir).absolute() / f"{PREFIX_CHECKPOINT_DIR}-{step}"
 
     def _queue(self, args, state, kwargs: dict) -> None:
         """background=True: write the save's job and return (the worker reads the saved folder)."""
@@ -261,9 +265,9 @@ class TB2LiteCallback(TrainerCallback):
         if at is None:
             return
         step, folder = at
-        spec = in_memory_spec(kwargs["model"], folder, self.options) if self.options.in_memory else None
-        job = Job(step, self._kind(), str(folder), spec, self._training_block(args, state, folder, saved))
+        job = Job(step, self._kind(), str(folder), None, self._training_block(args, state, folder, saved))
         try:
+            job.spec = in_memory_spec(kwargs["model"], folder, self.options) if self.options.in_memory else None
             ctx = self._context(lambda _job: self._engine(folder, kwargs))
             job = run_job(ctx, job, record=saved)
             if saved:

@@ -131,7 +131,7 @@ class EvalOptions(BaseModel):
     @field_validator("results")
     @classmethod
     def _results(cls, value):
-        return checked_folder(_text_path(value, "the results")) if value is not None else Settings().runs_dir
+        return checked_folder(_text_path(value, "the results").absolute()) if value is not None else Settings().runs_dir
 
     @field_validator("tasks")
     @classmethod

@@ -33,6 +33,7 @@ class SeriesPlan:
     budget_s: float | None
     settings: dict
     output_dir: str
+    cwd: str = ""  # the training's working folder: relative paths in its options (a base model, a tokenizer) read from it
     version: int = PLAN_VERSION
 
     def to_dict(self) -> dict:
@@ -63,6 +64,12 @@ class SeriesPlan:
                            f"{replay_set.fingerprint[:12]}…, then {self.replay_fingerprint[:12]}…); evaluations of one "
                            "series must replay the same steps")
         return steps, (subset_steps(steps, self.subset["tasks"]) if self.subset else steps)
+
+
+def local_path(source: str) -> str:
+    """A replay source that is a file here, as an absolute path (a worker or `finish` may start elsewhere)."""
+    path = Path(source)
+    return str(path.absolute()) if path.is_file() else source
 
 
 def settings_record(settings: Settings) -> dict:

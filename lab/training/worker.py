@@ -144,9 +144,11 @@ def run_worker(folder: str | os.PathLike, *, follow: bool, stop: threading.Event
     has ended too), or `stop`; returns the jobs as they stand. `retry`: failed jobs are queued again first.
     `beat`, `lock`: the heartbeat already going and the worker lock already held (the worker command takes both
     before its heavy imports)."""
-    book = JobBook(folder)
+    book = JobBook(Path(folder).absolute())
     plan = SeriesPlan.from_dict(book.plan())
     lock = hold_lock(book) if lock is None else lock
+    if plan.cwd and Path(plan.cwd).is_dir():
+        os.chdir(plan.cwd)  # relative paths of the training's options read as they did there
     engines = None
     beat = beat or Heartbeat(book)
     try:

@@ -80,7 +80,7 @@ class WorkerProcess:
         cmd = [sys.executable, "-m", "lab", "training", "worker", str(self.book.folder), "--follow",
                "--training-pid", str(os.getpid())]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=str(LAB_ROOT), env=worker_env(self.options), start_new_session=True,
+                                     cwd=os.getcwd(), env=worker_env(self.options), start_new_session=True,
                                      close_fds=True)
         self.starts += 1
         self.started_at = time.time()

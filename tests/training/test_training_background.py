@@ -256,3 +256,20 @@ def test_a_killed_training_run_is_finished_by_the_command(tiny_model_dir, tmp_pa
     status = subprocess.run([sys.executable, "-m", "lab", "training", "status", str(state), "--json"], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=120)
     assert [(j["checkpoint"], j["status"]) for j in json.loads(status.stdout)["jobs"]] == [(2, "done"), (4, "done")]
+
+
+def test_relative_paths_are_read_from_the_training_folder(tiny_model_dir, lab_results, tmp_path, monkeypatch):
+    """A script run in its own folder with relative paths (replay, results, output folder): the worker reads them
+    there, and the state names them whole, so `finish` works from anywhere."""
+    from lab.training import TB2LiteCallback
+
+    monkeypatch.chdir(tmp_path)
+    synthetic_replay(tmp_path / "rel.jsonl", tasks=12, steps=3)
+    callback = TB2LiteCallback("rel.jsonl", "my-runs", max_tokens=8, background=True)
+    train_tiny(tiny_model_dir, Path("sft-rel"), [callback])
+    assert sorted(p.name for p in (tmp_path / "my-runs").glob("*.json")) == ["sft-rel-checkpoint-2.json",
+                                                                            "sft-rel-checkpoint-4.json"]
+    plan = json.loads((tmp_path / "sft-rel" / "tb2lite-eval" / "sft-rel" / "plan.json").read_text())
+    assert plan["replay_path"] == str(tmp_path / "rel.jsonl") and plan["output_dir"] == str(tmp_path / "sft-rel")
+    assert plan["options"]["results"] == str(tmp_path / "my-runs") and plan["cwd"] == str(tmp_path)
+    assert all(Path(j.folder).is_absolute() for j in callback.book.jobs())
