@@ -160,6 +160,7 @@ class TB2LiteCallback(TrainerCallback):
                                    selection=self.selection, subset=subset, budget_s=self.budget_s,
                                    settings=settings_record(self.settings), output_dir=str(Path(args.output_dir).absolute()),
                                    cwd=os.getcwd()).to_dict())
+        book.begin()
         if self.state is not None and self.state.worker.running:  # an earlier train()'s worker: it stops, keeping its work
             logger.warning("TB2-lite: the evaluation worker of the earlier training run stops; finish what it left "
                            "with: %s", finish_command(self.state.book.folder))

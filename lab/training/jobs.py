@@ -193,6 +193,10 @@ class JobBook:
     def ended(self) -> bool:
         return self.ended_path.is_file()
 
+    def begin(self) -> None:
+        """Training runs (again: a run resumed from a checkpoint continues its series): the series is not ended."""
+        self.ended_path.unlink(missing_ok=True)
+
     def heartbeat(self, pid: int, job_id: str | None, exited: bool = False) -> None:
         write_json(self.worker_path, {"pid": pid, "job": job_id, "at": time.time(), "exited": exited}, durable=False)
 

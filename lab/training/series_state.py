@@ -110,9 +110,9 @@ class SeriesState:
         if left or finalists_pending(self.book, self.subset):
             what = ", ".join(j.label for j in left) or "the whole replays the series judgement asks for"
             waited = time.monotonic() - started
-            logger.warning("TB2-lite: %d evaluation(s) not finished %.0f s after training ended (%s); the worker goes "
-                           "on while this process runs; to finish them later: %s", len(left), waited, what,
-                           finish_command(self.book.folder))
+            goes = "the worker goes on while this process runs; " if self.worker.running else ""
+            logger.warning("TB2-lite: %d evaluation(s) not finished %.0f s after training ended (%s); %sto finish them "
+                           "later: %s", len(left), waited, what, goes, finish_command(self.book.folder))
 
 
 def delivery_line(job: Job) -> str | None:
