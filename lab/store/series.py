@@ -25,6 +25,9 @@ from lab.store.names import load_rules
 from lab.store.series_members import placements
 
 TITLE = "Score against checkpoint, per series (published runs and lab runs)"
+# a training run's series name as its result files give it: taken only when it is as plain as a run name (a file
+# written by hand names no markup, no path and nothing longer into the series list and the plots)
+SERIES_NAME = re.compile(r"[A-Za-z0-9._-]{1,120}")
 # per run: the reference's NLL per token under the run's model over the run's steps (score-reference runs)
 REF_NLL_SQL = ("SELECT run_id, sum(-ref_logprob) / nullif(sum(ref_tokens), 0) AS ref_nll FROM step_reference "
                "GROUP BY run_id")
@@ -59,8 +62,8 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
             rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version,
                          r.ref_nll))
         elif r.checkpoint_step is not None and not pd.isna(r.checkpoint_step):
-            series = r.training_series if isinstance(r.training_series, str) and r.training_series.strip() else \
-                _name_series(rx, str(r.path), r.model_path)
+            series = r.training_series if isinstance(r.training_series, str) and SERIES_NAME.fullmatch(r.training_series) \
+                else _name_series(rx, str(r.path), r.model_path)
             rows.append((r.run_id, r.name, series, "checkpoint step", int(r.checkpoint_step), r.score, r.steps,
                          r.scoring_version, r.ref_nll))
     out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version",
