@@ -172,7 +172,8 @@ class TB2LiteCallback(TrainerCallback):
             self.state.worker.start()
         handler = getattr(self.trainer, "callback_handler", None)
         if handler is not None and not any(c is self._guard for c in handler.callbacks):
-            handler.callbacks.insert(0, self._guard)
+            # a new list: the handler is iterating over the old one now (inserting into it would call this again)
+            handler.callbacks = [self._guard, *handler.callbacks]
 
     def on_step_end(self, args, state, control, **kwargs):
         every = self.options.every_steps

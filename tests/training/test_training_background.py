@@ -140,6 +140,7 @@ def test_two_saves_are_evaluated_beside_training(tiny_model_dir, lab_results, re
     assert max(held) < BOUND_S, held
     jobs = {j.step: j for j in callback.book.jobs()}
     assert [jobs[s].status for s in (2, 4)] == ["done", "done"] and not callback.state.worker.running
+    assert callback.state.worker.starts == 1  # one worker, started when training began
 
 
 def test_queue_latest_evaluates_the_newest_save_and_says_which_it_skipped(tiny_model_dir, lab_results, replay,
