@@ -162,8 +162,9 @@ class TB2LiteCallback(TrainerCallback):
                                    cwd=os.getcwd()).to_dict())
         book.begin()
         if self.state is not None and self.state.worker.running:  # an earlier train()'s worker: it stops, keeping its work
-            logger.warning("TB2-lite: the evaluation worker of the earlier training run stops; finish what it left "
-                           "with: %s", finish_command(self.state.book.folder))
+            if self.state.has_work():
+                logger.warning("TB2-lite: the evaluation worker of the earlier training run stops; finish what it left "
+                               "with: %s", finish_command(self.state.book.folder))
             self.state.worker.stop()
         self.state = SeriesState(book, self.options, subset)
         if subset is not None:

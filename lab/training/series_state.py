@@ -104,8 +104,6 @@ class SeriesState:
             if self.worker.given_up or (wait_s is not None and time.monotonic() - started >= wait_s):
                 break
             time.sleep(min(poll, 0.25))
-        if not self.has_work():  # all done: the worker is on its way out; train() returns once it is gone
-            self.worker.wait_exit(float(training_defaults()["worker"]["stop_wait_s"]))
         left = [j for j in self.refresh() if j.status not in FINISHED]
         if left or finalists_pending(self.book, self.subset):
             what = ", ".join(j.label for j in left) or "the whole replays the series judgement asks for"

@@ -149,17 +149,6 @@ class WorkerProcess:
             pass
         self.proc.wait()
 
-    def wait_exit(self, wait_s: float) -> bool:
-        """Wait up to `wait_s` for the worker to exit on its own; whether it has."""
-        if self.proc is None:
-            return True
-        try:
-            self.proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            return False
-        self.close_log()
-        return True
-
     def stop(self, wait_s: float | None = None) -> None:
         """Stop the worker: its stdin closed (it stops at once, keeping what it finished), SIGTERM after `wait_s`,
         SIGKILL after as long again."""

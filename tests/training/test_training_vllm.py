@@ -106,6 +106,7 @@ def test_lora_checkpoints_share_one_vllm_server_beside_training(vllm_env, vllm_m
     trainer = Trainer(model=model, args=args, train_dataset=reference_dataset(tokenizer), processing_class=tokenizer,
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False), callbacks=[callback])
     trainer.train()
+    assert callback.state.worker.proc.wait(timeout=120) == 0  # all done: the worker ends, its server with it
     assert not vllm_processes(str(vllm_model_dir)), "the server outlived the worker"
     jobs = {j.step: j for j in callback.book.jobs()}
     assert [jobs[s].status for s in SAVES] == ["done", "done"], [(j.status, j.reason) for j in jobs.values()]
