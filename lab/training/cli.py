@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser):
     status.add_argument("dir", help="the series' state folder, or the output folder")
     status.add_argument("--json", action="store_true", help="the jobs and the judgement as JSON")
     worker = sub.add_parser("worker", help="the evaluation worker the callback starts beside training")
-    worker.add_argument("dir")
+    worker.add_argument("dir", help="the series' state folder (OUTPUT/tb2lite-eval/SERIES)")
     worker.add_argument("--follow", action="store_true", help="wait for the training's next saves until it ends")
     worker.add_argument("--training-pid", type=int, default=None, help="stop when this process is gone")
     return sub
