@@ -120,7 +120,7 @@ def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
                 suffix = REFERENCE_SUFFIX if outcome.result_path is not None else ""
                 total = len(plan.reference_steps or steps) if suffix else len(steps)
                 outcome.error = _stopped_line(plan, engine, suffix, total)
-            elif deadline.stop.is_set():
+            elif stop is not None and stop.is_set():
                 outcome.stopped, outcome.error = True, "stopped before it finished; what it finished is kept"
             else:
                 outcome.error = one_line(exc)

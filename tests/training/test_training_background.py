@@ -275,3 +275,19 @@ def test_relative_paths_are_read_from_the_training_folder(tiny_model_dir, lab_re
     assert plan["replay_path"] == str(tmp_path / "rel.jsonl") and plan["output_dir"] == str(tmp_path / "sft-rel")
     assert plan["options"]["results"] == str(tmp_path / "my-runs") and plan["cwd"] == str(tmp_path)
     assert all(Path(j.folder).is_absolute() for j in callback.book.jobs())
+
+
+def test_a_budget_spent_beside_training_ends_that_evaluation_only(tiny_model_dir, lab_results, replay, tmp_path,
+                                                                 caplog):
+    """time_budget_s beside training: each save's evaluation runs past it and fails in one line; the worker goes on
+    to the next save (a spent budget is no Stop of the worker)."""
+    from lab.training import TB2LiteCallback
+
+    callback = TB2LiteCallback(str(replay), max_tokens=8, background=True, time_budget_s=0.01)
+    with caplog.at_level(logging.WARNING, logger="lab.training"):
+        trainer, _ = train_tiny(tiny_model_dir, tmp_path / "sft-budget", [callback])
+    jobs = {j.step: j for j in callback.book.jobs()}
+    assert [jobs[s].status for s in (2, 4)] == ["failed", "failed"]
+    assert all("ran past its 0.01 s budget" in jobs[s].reason for s in (2, 4))
+    assert callback.state.worker.starts == 1 and not [line for line in warnings_of(caplog) if "worker" in line]
+    assert logged(trainer, "tb2lite/eval_failed") == {2: 1.0, 4: 1.0}
