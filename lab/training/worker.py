@@ -39,12 +39,13 @@ class CheckpointEngines:
 
     def __init__(self, plan: SeriesPlan) -> None:
         options = plan.eval_options()
+        self.kind = options.engine
         self.server = None if options.in_memory else CheckpointServer(options)
 
     def engine_for(self, job: Job) -> EngineBase:
         if self.server is not None:
             return self.server.engine_for(Path(job.folder))
-        engine = create_engine(checked_spec(job))
+        engine = create_engine(checked_spec(job, self.kind))
         engine.load()
         return engine
 
@@ -64,13 +65,14 @@ class CheckpointEngines:
             self.server.close()
 
 
-def checked_spec(job: Job) -> str:
-    """The job's SPEC when it loads the job's own checkpoint folder with the in-process engine (the folder as the
-    model, or as the adapter of a base model): a job file is data, and names nothing else to load or connect to."""
+def checked_spec(job: Job, kind: str) -> str:
+    """The job's SPEC when it loads the job's own checkpoint folder with the series' in-process engine `kind` (the
+    folder as the model, or as the adapter of a base model): a job file is data, and names nothing else to load
+    or connect to."""
     parsed = split_spec(job.spec or "")
     folder = str(Path(job.folder))
-    if parsed.kind != "transformers" or folder not in (parsed.target, parsed.options.get("lora")):
-        raise LabError(f"{job.label}: its SPEC {str(job.spec)[:120]!r} is not a transformers SPEC of its checkpoint "
+    if parsed.kind != kind or folder not in (parsed.target, parsed.options.get("lora")):
+        raise LabError(f"{job.label}: its SPEC {str(job.spec)[:120]!r} is not a {kind} SPEC of its checkpoint "
                        f"folder {folder}; evaluate it with python -m lab replay")
     return job.spec
 
