@@ -1,6 +1,6 @@
 """Serve the TB2-lite comparison lab: settings → build the UI → launch.
 
-    python app.py [--port N] [--replay PATH] [--results DIR] [--engine SPEC …] [--ray ADDRESS]
+    python app.py [--port N] [--replay PATH] [--results DIR] [--engine SPEC …] [--ray ADDRESS] [--mcp]
 
 Defaults to 127.0.0.1:7860; PORT and GRADIO_SERVER_NAME are honoured (Hugging Face Spaces).
 """
@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
                         help="engine to load at start (repeatable): reference, stored:PATH, transformers:…, vllm:…, "
                              "transformers-serve:…, openai:…")
+    parser.add_argument("--mcp", action="store_true",
+                        help="also serve the lab's judgements as MCP tools (Gradio's MCP server, at "
+                             "/gradio_api/mcp/): list runs, compare two, a series' table, a Triage slice, one step")
     parser.add_argument("--ray", metavar="ADDRESS", help="Ray cluster the Batch tab submits sweeps to "
                         "(HEAD:6379, ray://HEAD:10001; default: $LAB_RAY_ADDRESS)")
     return parser
@@ -39,8 +42,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
+def mcp_problem() -> None:
+    """--mcp without Gradio's MCP extra: one line saying what to install, before anything starts."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise SystemExit("error: --mcp needs Gradio's MCP extra: pip install \"gradio[mcp]==6.31.0\"")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.mcp:
+        mcp_problem()
     from lab.engines.servers import install_exit_handlers
     from lab.errors import os_error_line
     from lab.settings import Settings
@@ -72,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                          "lab can write)") from None
     for line in startup_report(ctx):
         print(line, file=sys.stderr)
-    demo = build_app(ctx)
+    demo = build_app(ctx, mcp=args.mcp)
     queue_app(demo, queue_options(settings))
     try:
-        demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+        demo.launch(server_name=args.host, server_port=args.port, mcp_server=args.mcp, **launch_options())
     except OSError as exc:  # the port is taken, the host is not this machine's
         raise SystemExit(f"error: cannot serve on {args.host}:{args.port}: {launch_problem(args.host, args.port, exc)} "
                          "(--port N, --host ADDRESS)") from None

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                    "and what more answers per step or more tasks would detect"),
     "demo": ("lab.runs.demo_cli", "a SYNTHETIC pair of runs with a known difference on a synthetic replay shaped "
                                   "like TB2-lite, imported into the store: a comparison with intervals, offline"),
+    "training": ("lab.training.cli", "the evaluations of a training run made with TB2LiteCallback: finish what it "
+                                     "left, or show them"),
 }
 # commands that may start model servers: only these install the exit handlers that stop them (the others never
 # load the servers' machinery, httpx included)
@@ -67,6 +69,7 @@ PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "compare": {"published_path": _published_path},
     "plan": {"published_path": _published_path},
     "demo": {"import_run": _import_run},
+    "results": {"published_path": _published_path},
 }
 
 

@@ -32,7 +32,8 @@ LIMIT_ENV = {"session_engines": "LAB_SESSION_MAX_ENGINES", "visitor_engines": "L
              "sweep_every_s": "LAB_VISITOR_SWEEP_S", "export_max_age_s": "LAB_EXPORT_MAX_AGE_S",
              "stats_at_once": "LAB_STATS_AT_ONCE", "client_stats": "LAB_CLIENT_STATS",
              "client_stats_per_min": "LAB_CLIENT_STATS_PER_MIN", "stats_wait_s": "LAB_STATS_WAIT_S",
-             "stats_handlers": "LAB_STATS_HANDLERS"}
+             "stats_handlers": "LAB_STATS_HANDLERS",
+             "client_tool_calls": "LAB_CLIENT_TOOL_CALLS", "tool_calls": "LAB_TOOL_CALLS"}
 
 
 @lru_cache(maxsize=1)

@@ -190,6 +190,31 @@ def read_record(record: Any) -> tuple[TokenLogprobs | None, str | None]:
         return None, f"the file's {exc}"
 
 
+SUMMARY_KEYS = ("lp_mean", "lp_min", "lp_low_tokens")
+
+
+def read_summary(record: Any) -> tuple[dict | None, str | None]:
+    """A per-step `logprobs_summary` (what a row keeps where the tokens were left behind, e.g. a run imported
+    from a dataset: `{"lp_mean", "lp_min", "lp_low_tokens"}`) read back: (its values, None), (None, None) for a
+    step without one, or (None, why) for a malformed one (log-probabilities as `logprob_value` takes them, the
+    minimum not above the mean, a whole count of low tokens)."""
+    if record is None:
+        return None, None
+    try:
+        if not isinstance(record, dict) or set(record) - set(SUMMARY_KEYS) or "lp_mean" not in record:
+            raise MalformedLogprobs(f"the summary is {_kind(record)} without exactly {', '.join(SUMMARY_KEYS)}")
+        mean = logprob_value(record["lp_mean"], "lp_mean")
+        low = logprob_value(record.get("lp_min", mean), "lp_min")
+        count = record.get("lp_low_tokens")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 0 <= count < 2**31):
+            raise MalformedLogprobs(f"lp_low_tokens is {_kind(count)} {str(count)[:20]}, not a whole count")
+        if low > mean:
+            raise MalformedLogprobs(f"lp_min {low} is above lp_mean {mean}")
+        return {"lp_mean": mean, "lp_min": low, "lp_low_tokens": count}, None
+    except MalformedLogprobs as exc:
+        return None, f"the file's {exc}"
+
+
 def cut_record(record: Any) -> Any:
     """A per-step `logprobs` record with each token's alternatives cut as `read_record` cuts them; the
     record as it is when nothing needs cutting or it is malformed (`read_record` then says why)."""

@@ -20,6 +20,9 @@ run's, lab.training), neither copied nor moved. Each generate and score_referenc
 `lab.engines.borrowed_model.BorrowedModel` (eval mode while lent; its modes, gradients, RNG states,
 thread count and device placement put back afterwards) and runs under `torch.no_grad` rather than
 `inference_mode`, so no inference tensor is left in a module the training goes on using.
+
+`cancel()` ends a generate in its middle: at the next decoding step (the stopping criterion), and inside
+a forward pass (a long prefill) at the next module (lab.engines.forward_stop), whichever comes first.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.borrowed_model import BorrowedModel
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
 from lab.engines.context import model_context_length, overlong_error
+from lab.engines.forward_stop import ForwardStop
 from lab.engines.model_facts import config_facts
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
 from lab.engines.spec import as_bool, as_number
@@ -177,6 +181,7 @@ class TransformersEngine(EngineBase):
         self.model = None
         self.borrowed = False  # the model is another program's (adopt): lent per call, never released
         self._cancel = threading.Event()  # set by cancel(): the batch being decoded stops at its next token
+        self._forward_stop = ForwardStop()  # armed by cancel() while a generate runs: its forward pass ends
         self.threads_used: list[int] = []  # torch intra-op threads of the last generate on CPU, each change
 
     def uses_local_cpu(self) -> bool:
@@ -375,20 +380,26 @@ class TransformersEngine(EngineBase):
                 self._lent():
             self._cancel.clear()
             self.threads_used = []
-            todo = self.admit(requests, sampling, results, on_done)
-            for begin in range(0, len(todo), self.batch_size):
-                if self._cancel.is_set():
-                    break  # the batches not begun are dropped like the one cut: None, never an answer
-                chunk = todo[begin:begin + self.batch_size]
-                try:
-                    batch = self._generate_batch([requests[i].prompt for i in chunk], sampling)
-                except Exception as exc:  # noqa: BLE001 - one bad batch must not lose the others
-                    batch = [Completion(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in chunk]
-                if self._cancel.is_set():
-                    break  # cut short by cancel(): not an answer, never recorded
-                for i, completion in zip(chunk, batch):
-                    self.finish(i, completion, results, on_done)
+            with self._forward_stop.watching(self.model):
+                self._generate_admitted(requests, sampling, results, on_done)
         return results
+
+    def _generate_admitted(self, requests: list[Request], sampling: Sampling, results: list,
+                           on_done: OnDone | None) -> None:
+        """generate()'s batches (called holding the engine's lock)."""
+        todo = self.admit(requests, sampling, results, on_done)
+        for begin in range(0, len(todo), self.batch_size):
+            if self._cancel.is_set():
+                break  # the batches not begun are dropped like the one cut: None, never an answer
+            chunk = todo[begin:begin + self.batch_size]
+            try:
+                batch = self._generate_batch([requests[i].prompt for i in chunk], sampling)
+            except Exception as exc:  # noqa: BLE001 - one bad batch must not lose the others
+                batch = [Completion(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in chunk]
+            if self._cancel.is_set():
+                break  # cut short by cancel(): not an answer, never recorded
+            for i, completion in zip(chunk, batch):
+                self.finish(i, completion, results, on_done)
 
     def score_reference(self, prompt: str, reference: str) -> ReferenceScore:
         """Teacher forcing: one forward pass over the prompt's and the reference's ids; each reference
@@ -421,6 +432,7 @@ class TransformersEngine(EngineBase):
         """Stop the batch being decoded at its next token and drop it (and every batch not begun); the
         answers already finished stay delivered. The next generate() runs as usual."""
         self._cancel.set()
+        self._forward_stop.arm()  # while a generate runs: its forward pass under way (a prefill) ends at its next module
 
     def refusal(self, prompt: str, sampling: Sampling) -> str | None:
         """Why this prompt is refused (prompt + max_tokens past the model's context), or None."""

@@ -11,8 +11,9 @@ from lab.settings import Settings
 from lab.store.db import Store
 from lab.store.opening import open_store
 from lab.store.sql_hint import TABLES_HINT, sql_error_text
-from lab.store.importer import ImportReport, import_path, rebuild
+from lab.store.importer import ImportReport, rebuild
 from lab.store.series_cli import add_series_arguments, run_series
+from lab.store.dataset.cli import PublishedPath, add_export_arguments, import_paths, run_export
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,13 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Run a SQL query on the lab's DuckDB store and print the answer as CSV. "
                                    f"Schema: {TABLES_HINT}.")
     p.add_argument("query", help='e.g. "SELECT count(*) FROM leaderboard WHERE in_first_56"')
-    p = sub.add_parser("import", help="import result JSON files or folders of them (recursively)")
+    p = sub.add_parser("import", help="import result JSON files, folders of them (recursively) or datasets of runs")
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="a TB2-lite result JSON file (legacy or corrected) or a folder searched recursively for "
-                        "them; already imported files are left unchanged")
+                   help="a TB2-lite result JSON file (legacy or corrected), a folder searched recursively for "
+                        "them, a dataset folder (`results export`), or hf://datasets/OWNER/NAME[@REVISION]; "
+                        "already imported files are left unchanged")
     p.add_argument("--replay", default=None, metavar="JSONL",
                    help="the replay file whose step screens give equiv_f1 its working directories (default: "
                         "$LAB_REPLAY, else the cached download); runs filled without it are filled again")
+    add_export_arguments(sub)
     sub.add_parser("rebuild", help="recreate the store from the results folder")
     sub.add_parser("tables", help="list tables and views with their row counts (what `sql` can read)")
     add_series_arguments(sub)
@@ -54,7 +57,8 @@ def _print_report(report: ImportReport) -> int:
     return 0 if report.ok else 1
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -> int:
+    """`published_path(ref, settings)`: a published run's stored path (passed in by lab.cli for `export`)."""
     cmd = args.results_command
     if cmd == "rebuild":
         with _store(args, sync=False) as store, store.hold():
@@ -69,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
             df.to_csv(sys.stdout, index=False)
             return 0
         if cmd == "import":
-            return _print_report(import_path(store, *args.paths))
+            return _print_report(import_paths(store, args.paths))
+        if cmd == "export":
+            return run_export(store, args, published_path)
         if cmd == "series":
             return run_series(store, args)
         store.tables().to_csv(sys.stdout, index=False)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from lab.data.step import bucket_of
-from lab.engines.logprobs import TokenLogprobs
+from lab.engines.logprobs import TokenLogprobs, read_summary
 from lab.errors import ResultFileError
 from lab.resultfiles.files import scoring_version
 from lab.resultfiles.units import coerce_units
@@ -68,7 +68,8 @@ STEP_FIELDS: dict[str, tuple[pa.DataType, Callable[[Any], Any]]] = {
 }
 _DERIVED = ("task_id", "step_idx", "source_group", "bucket", "ref_command_units", "pred_command_units",
             "samples",  # sampled answers go to the `samples` table (lab.store.sample_records)
-            "logprobs")  # token log-probabilities: summarised in lp_mean / lp_min / lp_low_tokens
+            "logprobs",  # token log-probabilities: summarised in lp_mean / lp_min / lp_low_tokens
+            "logprobs_summary")  # or only that summary (a run imported from a dataset)
 LOGPROB_COLUMNS = (("lp_mean", pa.float64()), ("lp_min", pa.float64()), ("lp_low_tokens", pa.int32()))
 STEP_SCHEMA = pa.schema(
     [
@@ -177,8 +178,7 @@ def steps_table(run_id: str, per_step: list[dict], name: str) -> pa.Table:
             cols["pred_command_units"].append(pred_units)
             for key, (_, convert) in STEP_FIELDS.items():
                 cols[key].append(convert(row.get(key)))
-            recorded = TokenLogprobs.from_record(row.get("logprobs"))
-            summary = recorded.summary() if recorded is not None else {}
+            summary = logprob_summary(row)
             for key, _ in LOGPROB_COLUMNS:
                 cols[key].append(summary.get(key))
             extra = {k: v for k, v in row.items() if k not in STEP_FIELDS and k not in _DERIVED}
@@ -186,6 +186,15 @@ def steps_table(run_id: str, per_step: list[dict], name: str) -> pa.Table:
         except (KeyError, TypeError, ValueError) as exc:
             raise ResultFileError(f"{name}: per_step[{i}]: {type(exc).__name__}: {exc}") from None
     return pa.table(cols, schema=STEP_SCHEMA)
+
+
+def logprob_summary(row: dict) -> dict:
+    """A step's lp_mean / lp_min / lp_low_tokens: from its tokens' log-probabilities, else from the summary
+    a row keeps without them ({}: not recorded, or malformed)."""
+    recorded = TokenLogprobs.from_record(row.get("logprobs"))
+    if recorded is not None:
+        return recorded.summary()
+    return read_summary(row.get("logprobs_summary"))[0] or {}
 
 
 def run_row(

@@ -2,11 +2,16 @@
 
 A run's series comes from a placement when someone put it in one (lab/store/series_members.py: any run,
 the base model included, at a given position), else from the published catalogue when it is a published
-run (ECHO RLVR raw, continue, parent run, KoHRM epochs …), else from its name: the file name with
-`checkpoint-N` taken out (name_rules.yaml's checkpoint pattern), or, for a file named just `checkpoint-N`,
-the folder that holds the checkpoint, for runs that have a checkpoint step. The plots and the Triage picker
-show series of two runs or more; `series list` shows series of one too.
+run (ECHO RLVR raw, continue, parent run, KoHRM epochs …), else, for runs that have a checkpoint step, from
+the series its training run named (the result file's `training.series`, lab.training), else from its name:
+the file name with `checkpoint-N` taken out (name_rules.yaml's checkpoint pattern), or, for a file named
+just `checkpoint-N`, the folder that holds the checkpoint. The plots and the Triage picker show series of two
+runs or more; `series list` shows series of one too.
 A run without a score is a gap in the plot, never a 0.
+
+One series never ranks runs made on different numbers of steps against each other (a training run's
+checkpoints replayed on a subset of tasks, then the best of them on every step; a run cut short): the runs
+covering the most steps keep the series' name, the others form `NAME [N/M steps]` beside it, one line each.
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ from lab.store.names import load_rules
 from lab.store.series_members import placements
 
 TITLE = "Score against checkpoint, per series (published runs and lab runs)"
+# a training run's series name as its result files give it: taken only when it is as plain as a run name (a file
+# written by hand names no markup, no path and nothing longer into the series list and the plots)
+SERIES_NAME = re.compile(r"[A-Za-z0-9._-]{1,120}")
 # per run: the reference's NLL per token under the run's model over the run's steps (score-reference runs)
 REF_NLL_SQL = ("SELECT run_id, sum(-ref_logprob) / nullif(sum(ref_tokens), 0) AS ref_nll FROM step_reference "
                "GROUP BY run_id")
@@ -40,7 +48,8 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
         f"SELECT r.run_id, r.display_name || CASE WHEN r.partial THEN ' [partial ' || r.steps || '/' || r.total_steps || ']' "
         f"WHEN r.selected_steps IS NOT NULL THEN ' [' || limited_to(r.selected_steps) || ']' ELSE '' END AS name, "
         f"r.model_short, r.path, r.model_path, r.checkpoint_step, r.score, r.steps, "
-        f"r.scoring_version, {cols}, nll.ref_nll FROM runs r {join} LEFT JOIN ({REF_NLL_SQL}) nll USING (run_id)"
+        f"r.scoring_version, r.total_steps, json_extract_string(r.meta_json, '$.training.series') AS training_series, "
+        f"{cols}, nll.ref_nll FROM runs r {join} LEFT JOIN ({REF_NLL_SQL}) nll USING (run_id)"
     )
     rx = re.compile(r"[-_ ]*\(?" + load_rules().checkpoint.pattern + r"\)?", re.IGNORECASE)
     placed = placements(store)
@@ -53,7 +62,8 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
             rows.append((r.run_id, r.name, r.pub_series, r.pub_x_kind, int(r.pub_x), r.score, r.steps, r.scoring_version,
                          r.ref_nll))
         elif r.checkpoint_step is not None and not pd.isna(r.checkpoint_step):
-            series = _name_series(rx, str(r.path), r.model_path)
+            series = r.training_series if isinstance(r.training_series, str) and SERIES_NAME.fullmatch(r.training_series) \
+                else _name_series(rx, str(r.path), r.model_path)
             rows.append((r.run_id, r.name, series, "checkpoint step", int(r.checkpoint_step), r.score, r.steps,
                          r.scoring_version, r.ref_nll))
     out = pd.DataFrame(rows, columns=["run_id", "name", "series", "x_kind", "x", "score", "steps", "scoring_version",
@@ -61,7 +71,18 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
     if out.empty:
         return out
     sizes = out.groupby("series")["run_id"].transform("count")
-    return out[sizes >= min_runs].sort_values(["series", "x", "name"]).reset_index(drop=True)
+    out = out[sizes >= min_runs].copy()
+    out["series"] = _by_coverage(out, df.set_index("run_id")["total_steps"])
+    return out.sort_values(["series", "x", "name"]).reset_index(drop=True)
+
+
+def _by_coverage(frame: pd.DataFrame, totals: pd.Series) -> pd.Series:
+    """Each run's series, those of a series covering fewer steps than its widest runs as `NAME [N/M steps]`."""
+    widest = frame.groupby("series")["steps"].transform("max")
+    total = frame["run_id"].map(totals)
+    label = [series if steps == most else f"{series} [{steps}/{int(t) if t == t and t else most} steps]"
+             for series, steps, most, t in zip(frame["series"], frame["steps"], widest, total)]
+    return pd.Series(label, index=frame.index)
 
 
 def _name_series(rx: re.Pattern, path: str, model_path: object) -> str:

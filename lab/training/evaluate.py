@@ -7,6 +7,7 @@ wrong into one line, so the training that called it goes on.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,11 @@ class RunPlan:
     reference: bool = False
     budget_s: float | None = None
     taken: TakenFn | None = None  # the store's say on run names (lab.runs.claims)
+    resume: bool = False  # continue the run's own .partial.jsonl when an earlier try left one
+    reference_stem: str | None = None  # the reference run's name (None: `stem`)
+    reference_steps: list[Step] | None = None  # the steps the reference is scored on (None: the replayed ones)
+    reference_selection: dict | None = None  # their selection as the reference file records it (None: `selection`)
+    reference_extra: dict | None = None  # the reference file's other fields (None: `extra`)
 
 
 @dataclass
@@ -52,6 +58,7 @@ class Outcome:
     reference_path: Path | None = None
     error: str | None = None
     store_line: str | None = None
+    stopped: bool = False  # the caller's Stop ended it (not its budget, not a failure): to be resumed
 
 
 def one_line(exc: BaseException) -> str:
@@ -65,38 +72,56 @@ def one_line(exc: BaseException) -> str:
 
 def _stopped_line(plan: RunPlan, engine: EngineBase, suffix: str, total: int) -> str:
     """Why a run stopped at its budget, what is kept and how to finish it."""
-    partial = plan.out_dir / f"{plan.stem}{suffix}.partial.jsonl"
+    stem = (plan.reference_stem or plan.stem) if suffix else plan.stem
+    partial = plan.out_dir / f"{stem}{suffix}.partial.jsonl"
     done = len(Checkpoint(partial).read()[1])
     what = "its reference scoring" if suffix else "its replay"
     if not done:  # (a run stopped before its first step keeps no checkpoint: lab.runs.claims)
         return f"ran past its {plan.budget_s:g} s budget before {what} finished a step (of {total})"
     command = "score-reference" if suffix else "replay"
     return (f"ran past its {plan.budget_s:g} s budget after {done} of {total} steps of {what}; they are kept in "
-            f"{partial} (finish with: python -m lab {command} --resume --name {plan.stem} --engine '{engine.spec}' "
+            f"{partial} (finish with: python -m lab {command} --resume --name {stem} --engine '{engine.spec}' "
             f"--replay {plan.eval_path} --out {plan.out_dir})")
 
 
+def _finished(path: Path) -> Path | None:
+    """`path` when an earlier try of this evaluation finished it (resuming: it is not made again)."""
+    return path if path.is_file() and not path.with_name(path.name.removesuffix(".json") + ".partial.jsonl").exists() \
+        else None
+
+
 def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
-                        import_file: Callable[[Path], str] | None = None) -> Outcome:
+                        import_file: Callable[[Path], str] | None = None,
+                        stop: threading.Event | None = None) -> Outcome:
     """Replay `steps` on a loaded `engine` into `plan.out_dir/plan.stem.json` (and the reference file), import
-    them with `import_file` when given; never raises for a failure of the evaluation itself."""
+    them with `import_file` when given; never raises for a failure of the evaluation itself. `stop`: the
+    caller's own Stop (the budget sets it too); `outcome.stopped` says the caller's Stop ended it."""
     outcome = Outcome()
-    with Deadline(plan.budget_s) as deadline:
+    ref_stem = plan.reference_stem or plan.stem
+    with Deadline(plan.budget_s, stop) as deadline:
         try:
             # the name is claimed as given (checked free just before: lab.training.naming), never replaced
             config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
                                   replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
-                                  replay_steps=plan.replay_steps, extra=plan.extra, name_given=True, taken=plan.taken)
-            outcome.result_path = replay(engine, steps, config, stop=deadline.stop)
+                                  replay_steps=plan.replay_steps, extra=plan.extra, name_given=True, taken=plan.taken,
+                                  resume=plan.resume)
+            done = _finished(plan.out_dir / f"{plan.stem}.json") if plan.resume else None
+            outcome.result_path = done or replay(engine, steps, config, stop=deadline.stop)
             if plan.reference:
-                ref = ReferenceConfig(out_dir=plan.out_dir, run_name=plan.stem, replay_fingerprint=plan.replay_fingerprint,
-                                      selection=plan.selection, eval_path=plan.eval_path, extra=plan.extra,
-                                      name_given=True, taken=plan.taken)
-                outcome.reference_path = score_reference_run(engine, steps, ref, stop=deadline.stop)
+                ref = ReferenceConfig(out_dir=plan.out_dir, run_name=ref_stem, replay_fingerprint=plan.replay_fingerprint,
+                                      selection=plan.reference_selection or plan.selection, eval_path=plan.eval_path,
+                                      extra=plan.reference_extra if plan.reference_extra is not None else plan.extra,
+                                      name_given=True, taken=plan.taken, resume=plan.resume)
+                done = _finished(plan.out_dir / f"{ref_stem}{REFERENCE_SUFFIX}.json") if plan.resume else None
+                outcome.reference_path = done or score_reference_run(engine, plan.reference_steps or steps, ref,
+                                                                     stop=deadline.stop)
         except Exception as exc:  # noqa: BLE001 - any failure of the evaluation is a line; training goes on
             if deadline.expired:
                 suffix = REFERENCE_SUFFIX if outcome.result_path is not None else ""
-                outcome.error = _stopped_line(plan, engine, suffix, len(steps))
+                total = len(plan.reference_steps or steps) if suffix else len(steps)
+                outcome.error = _stopped_line(plan, engine, suffix, total)
+            elif stop is not None and stop.is_set():
+                outcome.stopped, outcome.error = True, "stopped before it finished; what it finished is kept"
             else:
                 outcome.error = one_line(exc)
     files = [p for p in (outcome.result_path, outcome.reference_path) if p is not None]

@@ -25,14 +25,16 @@ def peft_base(model) -> str | None:
     return getattr(config, "base_model_name_or_path", None) or None
 
 
-def in_memory_spec(model, folder: Path, options: EvalOptions) -> str:
-    """The `transformers:` SPEC that loads the checkpoint in `folder` as the model in memory is."""
+def in_memory_spec(model, folder: Path, options: EvalOptions, device: str | None = None,
+                   tokenizer: Path | None = None) -> str:
+    """The `transformers:` SPEC that loads the checkpoint in `folder` as the model in memory is (on `device`
+    when given, rendering with the tokenizer saved in `tokenizer` when given)."""
     first = next(model.parameters(), None)
     if first is None:
         raise LabError("the model has no parameters to generate with")
-    device = str(first.device)
+    device = device or str(first.device)
     dtype = str(first.dtype).removeprefix("torch.")
-    extra = {"device": device, "dtype": dtype}
+    extra = {"device": device, "dtype": dtype, **({"tokenizer": str(tokenizer)} if tokenizer else {})}
     base = peft_base(model)
     if base is not None:
         return engine_spec("transformers", base, {**options.spec_options(), "lora": str(folder), **extra})
@@ -47,3 +49,15 @@ def in_memory_engine(model, tokenizer, folder: Path, options: EvalOptions) -> Tr
     engine = create_engine(in_memory_spec(model, folder, options))
     engine.adopt(model, tokenizer)
     return engine
+
+
+def has_tokenizer(folder: Path) -> bool:
+    """Whether a saved folder holds a tokenizer (the trainer saves its processing_class with each checkpoint)."""
+    return (Path(folder) / "tokenizer_config.json").is_file()
+
+
+def saved_tokenizer(tokenizer, folder: Path) -> Path:
+    """`tokenizer` saved once into `folder` (for a worker loading checkpoints saved without one)."""
+    if not has_tokenizer(folder):
+        tokenizer.save_pretrained(str(folder))
+    return folder

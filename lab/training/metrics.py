@@ -20,3 +20,11 @@ def timing_metrics(seconds: float, failed: bool) -> dict[str, float]:
     """The evaluation's wall time and whether it failed (1.0) or not (0.0)."""
     names = training_defaults()["timing"]
     return {names["seconds"]: round(float(seconds), 3), names["failed"]: 1.0 if failed else 0.0}
+
+
+def for_kind(metrics: dict[str, float], kind: str) -> dict[str, float]:
+    """A subset run's numbers under options.yaml's `subset_prefix` (tb2lite/subset/score …); others as they are."""
+    if kind != "subset":
+        return dict(metrics)
+    prefix = str(training_defaults()["subset_prefix"])
+    return {(prefix + k.split("/", 1)[1]) if k.startswith("tb2lite/") else k: v for k, v in metrics.items()}

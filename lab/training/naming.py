@@ -7,6 +7,8 @@ checkpoint files in the results folder (an earlier run with the same output fold
 continues it. Whether a checkpoint's own name is free is lab.runs.claims' answer (a result or reference
 file, an interrupted run, a run in the store whose file is gone, another process writing it now); a taken
 one gets the next free `-N`, and the replay then claims exactly that name: nothing stored is ever replaced.
+With `subset_tasks`, a checkpoint's subset run is `SERIES-checkpoint-STEP-subset` and its whole replay (when
+the series judgement keeps it) `SERIES-checkpoint-STEP`: both names are free before the first is taken.
 """
 from __future__ import annotations
 
@@ -59,20 +61,27 @@ def fresh_series(out_dir: Path, series: str) -> str:
     return f"{series}-{k}"
 
 
-def _name_free(out_dir: Path, name: str, taken: TakenFn | None) -> bool:
-    """Neither the run `name` nor its reference run is taken (lab.runs.claims decides)."""
+def subset_suffix() -> str:
+    return str(training_defaults()["subset_suffix"])
+
+
+def _name_free(out_dir: Path, name: str, taken: TakenFn | None, tails: tuple[str, ...]) -> bool:
+    """Neither the run `name` + each tail nor its reference run is taken (lab.runs.claims decides)."""
     try:
-        for suffix in ("", REFERENCE_SUFFIX):
-            check_run_name(out_dir, name, suffix=suffix, explicit=True, taken=taken)
+        for tail in tails:
+            for suffix in ("", REFERENCE_SUFFIX):
+                check_run_name(out_dir, name + tail, suffix=suffix, explicit=True, taken=taken)
     except RunNameTaken:
         return False
     return True
 
 
-def checkpoint_stem(out_dir: Path, series: str, step: int, taken: TakenFn | None = None) -> str:
-    """`SERIES-checkpoint-STEP`, or its first free `-N` (module docstring); `taken`: the store's check."""
+def checkpoint_stem(out_dir: Path, series: str, step: int, taken: TakenFn | None = None,
+                    tails: tuple[str, ...] = ("",)) -> str:
+    """`SERIES-checkpoint-STEP`, or its first free `-N` (module docstring); `taken`: the store's check; `tails`:
+    the run names the checkpoint will have (its subset run `STEM-subset` beside its whole replay `STEM`)."""
     stem = f"{series}{infix()}{int(step)}"
     k, name = 2, stem
-    while not _name_free(Path(out_dir), name, taken):
+    while not _name_free(Path(out_dir), name, taken, tails):
         name, k = f"{stem}-{k}", k + 1
     return name

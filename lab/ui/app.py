@@ -14,17 +14,20 @@ from lab.ui.compare.tab import (
     SHORTCUTS_JS,
     CompareTab,
     build_compare_tab,
-    initial_load,
     step_outputs,
     warm_instant_engines,
 )
+from lab.ui.compare.link import load_compare, load_outputs, wire_compare_link
+from lab.ui.shell.links import follow_tabs, open_tab
 from lab.ui.shell.public import launch_limits, watch_sessions
 from lab.ui.shell.session import serve_requests
+from lab.ui.shell.wiring import bind
 from lab.workspace import LabContext
 
 __all__ = ["build_app", "launch_options", "OpenInCompare"]
 
 CSS_PATH = PROJECT_ROOT / "assets" / "lab.css"
+LINKS_JS = "<script>\n" + (PROJECT_ROOT / "assets" / "ui" / "links.js").read_text(encoding="utf-8") + "</script>\n"
 log = logging.getLogger(__name__)
 
 
@@ -84,8 +87,9 @@ def _mount_optional(module: str, builder: str, *args) -> bool:
     return True
 
 
-def build_app(ctx: LabContext) -> gr.Blocks:
-    """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present)."""
+def build_app(ctx: LabContext, mcp: bool = False) -> gr.Blocks:
+    """The lab's Blocks: Compare, Engines, Batch, Results (and Triage when present); with `mcp`, the tools
+    Gradio's MCP server offers (lab.ui.mcp), and only those in the API's listing."""
     from lab.ui.batch.tab import build_batch_tab
     from lab.ui.engines.tab import build_engines_tab
     from lab.ui.published.panel import build_published_panel
@@ -98,6 +102,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     numbers_refused_in_one_line()  # `nan` in a number field: one line naming the field, not Gradio's ": failed"
     with gr.Blocks(title="TB2-lite comparison lab", fill_width=True, delete_cache=(600, 1800)) as demo:
         header = gr.HTML(_header(ctx), elem_id="lab-header")
+        link_note = gr.HTML(elem_id="lab-link-note")  # what was wrong with the page's link, in one line
         with gr.Tabs(elem_id="lab-tabs") as tabs:
             compare = build_compare_tab(ctx)
             open_in_compare = OpenInCompare(ctx, compare, tabs)
@@ -105,7 +110,10 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             build_batch_tab(ctx)
             build_results_tab(ctx, open_in_compare, build_published_panel)
             _mount_optional("lab.ui.triage.tab", "build_triage_tab", ctx, open_in_compare)
-        demo.load(lambda: initial_load(ctx, compare), None, compare.switch_outputs, api_visibility="private")
+        demo.load(open_tab, None, [tabs, link_note], api_visibility="private", show_progress="hidden")
+        follow_tabs(tabs)
+        demo.load(bind(load_compare, ctx, compare), None, load_outputs(compare), api_visibility="private")
+        wire_compare_link(ctx, compare, compare.link)
         demo.load(lambda: _header(ctx), None, header, api_visibility="private")
         if compare.replay_loaded is not None:
             compare.replay_loaded.then(lambda: _header(ctx), None, header, api_visibility="private")
@@ -113,6 +121,14 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             demo.load(lambda: [gr.Warning(w) for w in ctx.startup_warnings] and None, None, None,
                       api_visibility="private")
         watch_sessions(demo, ctx)
+        if mcp:
+            from lab.ui.mcp.mount import mount_tools
+
+            mount_tools(ctx)
+    if mcp:
+        from lab.ui.mcp.mount import tools_only
+
+        tools_only(demo)
     demo.open_in_compare = open_in_compare  # for tests and embedding
     if ctx.replay is not None:
         warm_instant_engines(ctx)
@@ -152,7 +168,7 @@ def launch_options() -> dict:
     css = CSS_PATH.read_text(encoding="utf-8") if CSS_PATH.exists() else None
     limits = launch_limits()
     app_kwargs = {**limits.pop("app_kwargs", {}), "routes": export_routes()}  # exports download from the lab's route
-    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS, "run_history": False, **limits,
+    return {"theme": gr.themes.Soft(), "css": css, "head": SHORTCUTS_JS + LINKS_JS, "run_history": False, **limits,
             "app_kwargs": app_kwargs, **_no_self_check()}
 
 

@@ -140,7 +140,8 @@ def test_a_run_opens_at_its_first_step_and_long_names_stay_distinct(served, tmp_
 
         for run_id in long_ids:
             ctx.add_stored_run(run_id)
-        page.reload()
+        expect(page).to_have_url(re.compile(r"\?tab=compare&"))  # the address bar follows the view opened
+        page.reload()  # and a reload keeps the place
         stems = [n.split("/")[-1] for n in LONG_NAMES]
         for stem in stems:
             expect(page.locator(f'#lab-f1 .lab-bar-name[title="{stem}"]')).to_be_visible()

@@ -49,7 +49,7 @@ def test_filter_tag_and_export_in_the_browser(served, tmp_path):
         expect(table).to_contain_text("invalid_json")
         expect(table).to_contain_text("truncated")
         expect(page.locator("#triage-share textarea, #triage-share input").first).to_have_value(
-            f"{url}?{spec.to_query()}")
+            f"{url}?tab=triage&{spec.to_query()}")  # the view's link names its tab too
         # narrow the slice in the UI: text search over commands and raw output
         page.locator("#triage-text textarea, #triage-text input").first.fill("unfinished")
         page.locator("#triage-apply").click()

@@ -42,6 +42,10 @@ def files(tmp_path_factory):
     (root / "compare").mkdir()  # `compare` needs 30 steps or more for an interval
     for i, run in enumerate(make_results(n_runs=2, n_steps=60)):
         (root / "compare" / f"run{i}.json").write_text(json.dumps(run))
+    from lab.cli import main  # the dataset the import reads, made here (no order among the cases)
+
+    assert main(["results", "--db", str(root / "exported.duckdb"), "--results", str(root / "results"), "export", "run",
+                 "--out", str(root / "exported")]) == 0
     return root, result
 
 
@@ -51,6 +55,11 @@ def commands(root, result) -> dict[str, list[str]]:
         "rescore": ["rescore", str(result), "-o", str(root / "rescored.json")],
         "results import": ["results", *db, "import", str(result)],
         "results tables": ["results", *db, "tables"],
+        # runs as a dataset: the export (pyarrow, the card's intervals) and its import; only a Hub source or
+        # --push-to-hub loads huggingface_hub (and httpx)
+        "results export": ["results", *db, "export", "run", "--out", str(root / "dataset")],
+        "results import dataset": ["results", "--db", str(root / "other.duckdb"), "--results", str(root / "other"),
+                                   "import", str(root / "exported")],
         "data info": ["data", "info", "--replay", str(EXCERPT)],
         "data published list": ["data", "published", "list", "--series"],
         "compare": ["compare", str(root / "compare" / "run0.json"), str(root / "compare" / "run1.json"),
@@ -61,8 +70,9 @@ def commands(root, result) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("name", ["rescore", "results import", "results tables", "data info", "data published list",
-                                  "equiv --help", "compare", "plan"])
+@pytest.mark.parametrize("name", ["rescore", "results import", "results tables", "results export",
+                                  "results import dataset", "data info", "data published list", "equiv --help",
+                                  "compare", "plan"])
 def test_light_commands_load_no_heavy_package(files, name):
     argv = commands(*files).get(name)
     if argv is None:

@@ -37,15 +37,17 @@ def tiny_training_model(model_dir: Path):
 
 
 def train_tiny(model_dir: Path, out: Path, callbacks: list, *, processing_class: bool = True,
-               report_to: list[str] | None = None):
-    """Train the tiny model MAX_STEPS optimizer steps, saving every SAVE_STEPS; returns (trainer, model)."""
+               report_to: list[str] | None = None, max_steps: int = MAX_STEPS, save_steps: int = SAVE_STEPS,
+               **arguments):
+    """Train the tiny model `max_steps` optimizer steps, saving every `save_steps` (more TrainingArguments in
+    `arguments`); returns (trainer, model)."""
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = tiny_training_model(model_dir)
-    args = TrainingArguments(output_dir=str(out), max_steps=MAX_STEPS, save_steps=SAVE_STEPS, logging_steps=1,
+    args = TrainingArguments(output_dir=str(out), max_steps=max_steps, save_steps=save_steps, logging_steps=1,
                              per_device_train_batch_size=2, learning_rate=1e-2, seed=0, use_cpu=True,
-                             report_to=report_to or "none", disable_tqdm=True, dataloader_num_workers=0)
+                             report_to=report_to or "none", disable_tqdm=True, dataloader_num_workers=0, **arguments)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
     trainer = Trainer(model=model, args=args, train_dataset=reference_dataset(tokenizer),
                       processing_class=tokenizer if processing_class else None,
@@ -83,3 +85,44 @@ def tensorboard_scalars(logdir: Path) -> dict[str, dict[int, float]]:
         for tag in acc.Tags()["scalars"]:
             out.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
     return out
+
+
+GROUPS = ("software_engineering", "data_science", "system_administration")
+
+
+def synthetic_replay(path: Path, tasks: int = 12, steps: int = 3) -> Path:
+    """A replay of `tasks` tasks of `steps` steps each over three source groups, built from the excerpt's first
+    record with its prompt cut to a line, so the tiny model answers a step in milliseconds."""
+    import json
+
+    first = json.loads(EXCERPT.read_text(encoding="utf-8").splitlines()[0])
+    rows = []
+    for t in range(tasks):
+        group = GROUPS[t % len(GROUPS)]
+        for s in range(steps):
+            rows.append({**first, "task_id": f"task-{t:03d}", "step_idx": s, "total_steps": steps,
+                         "is_final_step": s == steps - 1, "source_group": group, "source": f"synthetic/{group}",
+                         "prompt": f"Task {t}: list the files in /app (step {s}).\n\nCurrent terminal state:\n$ "})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def clock():
+    """A callback noting when each save and each step's end reach it: one placed just before TB2LiteCallback and one
+    just after it time what the callback holds the training loop for."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class Clock(TrainerCallback):
+        def __init__(self) -> None:
+            self.saves: dict[int, float] = {}
+            self.steps: dict[int, float] = {}
+
+        def on_save(self, args, state, control, **kwargs):
+            self.saves[state.global_step] = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps[state.global_step] = time.perf_counter()
+
+    return Clock()

@@ -177,6 +177,23 @@ def test_an_evaluation_past_its_budget_is_stopped(tiny_model_dir, baseline, tmp_
     assert same_parameters(model, baseline[1]) and losses(trainer) == losses(baseline[0])
 
 
+def test_a_two_second_budget_stops_a_generate_in_its_middle(tiny_model_dir, baseline, tmp_path, caplog):
+    """time_budget_s=2.0 on answers of up to 2,048 tokens (the first alone takes several seconds uncut): each save's
+    evaluation is cut inside its first generate and ends within a second of the budget, training unchanged."""
+    from lab.training import TB2LiteCallback
+
+    callback = TB2LiteCallback(str(EXCERPT), tmp_path / "runs", limit=8, max_tokens=2048, time_budget_s=2.0,
+                               engine_options={"batch_size": 1})
+    with caplog.at_level(logging.WARNING, logger="lab.training"):
+        trainer, model = train_tiny(tiny_model_dir, tmp_path / "budget", [callback])
+    seconds = logged(trainer, "tb2lite/eval_seconds")
+    assert sorted(seconds) == SAVES and all(s < 2.0 + 1.0 for s in seconds.values()), seconds
+    lines = [r.getMessage() for r in caplog.records if r.name == "lab.training"]
+    assert len(lines) == 2 and all("ran past its 2 s budget before its replay finished a step (of 8)" in line
+                                   for line in lines), lines
+    assert same_parameters(model, baseline[1]) and losses(trainer) == losses(baseline[0])
+
+
 def test_trl_sft_trainer_takes_it_unchanged(tiny_model_dir, tmp_path):
     """TRL's SFTTrainer (a Trainer), seeded sampling in the evaluation and every_steps=1: an evaluation at
     every optimizer step, the saved ones named by their folders; training as without the callback."""

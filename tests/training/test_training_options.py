@@ -28,7 +28,15 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
     ({"time_budget_s": True}, "time_budget_s=True"),
     ({"engine_options": {"device": "cuda"}}, "engine_options ['device']"),
     ({"engine_options": {"batch_size": "2&lora=/x"}}, "may not hold '&'"),
-    ({"name": " "}, "name=''"),
+    ({"name": " "}, "name=' '"),
+    ({"queue": "newest"}, "queue='newest'"),
+    ({"device": "cpu"}, "needs background=True"),
+    ({"device": "gpu0", "background": True}, "device='gpu0'"),
+    ({"engine": "vllm", "device": "cpu", "background": True}, "a vLLM server is placed on a GPU by number"),
+    ({"every_steps": 2, "background": True}, "and background=False"),
+    ({"wait_at_end_s": -1}, "wait_at_end_s=-1"),
+    ({"subset_seed": -1}, "subset_seed=-1"),
+    ({"colour": "red"}, "colour: not an option of the callback"),
 ])
 def test_bad_options_are_one_line_each(kwargs, says):
     with pytest.raises(LabError, match=None) as info:
@@ -44,7 +52,9 @@ def test_the_callback_checks_everything_before_training(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_RESULTS", str(tmp_path / "results"))
     cases = [
         ({"preset": "no-such-preset"}, "unknown preset 'no-such-preset'"),
-        ({"engine_options": {"batch_size": "many"}}, "option 'batch_size' must be an integer"),
+        ({"engine_options": {"batch_size": "many"}}, "engine_options: batch_size='many' is not a whole number"),
+        ({"engine_options": {"max_model_len": "many"}, "engine": "vllm"}, "max_model_len='many' is not a whole number"),
+        ({"engine_options": {"enforce_eager": "maybe"}, "engine": "vllm"}, "option 'enforce_eager' must be true or false"),
         ({"engine_options": {"flavour": "x"}}, "unknown option(s) ['flavour']"),
         ({"tasks": ["no-such-task"]}, "no steps selected"),
         ({"name": "n" * 200}, "give at most"),
@@ -197,3 +207,104 @@ def test_hostile_names_and_paths_stay_names_and_paths(tmp_path):
         (blocker / "runs").mkdir(parents=True)
     except OSError as exc:
         assert one_line(exc) == f"{blocker / 'runs'}: Not a directory"
+
+
+# --- issue: the callback keeps its promises: every bad argument fails where the callback is made, in one line --
+def _refused(tmp_path, monkeypatch, **kwargs) -> str:
+    from lab.training import TB2LiteCallback
+
+    monkeypatch.setenv("LAB_RESULTS", str(tmp_path / "results"))
+    with pytest.raises(LabError) as info:
+        TB2LiteCallback(str(EXCERPT), **kwargs)
+    line = str(info.value)
+    assert "\n" not in line and len(line) < 400, line
+    return line
+
+
+def test_results_that_is_a_file_is_refused(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert f"{blocker} is a file, not a folder" in _refused(tmp_path, monkeypatch, results=str(blocker))
+
+
+def test_results_under_a_file_is_refused(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert "(above it) is a file" in _refused(tmp_path, monkeypatch, results=blocker / "runs")
+
+
+def test_results_holding_nul_is_refused(tmp_path, monkeypatch):
+    assert "NUL" in _refused(tmp_path, monkeypatch, results="runs\0x")
+
+
+def test_results_that_is_a_number_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, results=123).startswith("results=123: input should be a valid string")
+
+
+def test_a_string_for_a_tokenizer_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, tokenizer="not a tokenizer").startswith(
+        "tokenizer='not a tokenizer': give a tokenizer object")
+
+
+@pytest.mark.parametrize("budget", [float("inf"), 1e300, float("nan")])
+def test_an_endless_time_budget_is_refused(tmp_path, monkeypatch, budget):
+    assert f"time_budget_s={budget!r}" in _refused(tmp_path, monkeypatch, time_budget_s=budget)
+
+
+@pytest.mark.parametrize("name", ["limit", "every_steps"])
+def test_true_for_a_count_is_refused(tmp_path, monkeypatch, name):
+    assert _refused(tmp_path, monkeypatch, **{name: True}).startswith(f"{name}=True: input should be a valid integer")
+
+
+def test_a_trillion_max_tokens_is_refused(tmp_path, monkeypatch):
+    assert "max_tokens=1000000000000: at most 32768" in _refused(tmp_path, monkeypatch, max_tokens=10**12)
+
+
+def test_no_for_reference_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, reference="no").startswith("reference='no': input should be a valid boolean")
+
+
+def test_yes_for_store_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, store="yes").startswith("store='yes': input should be a valid boolean")
+
+
+def test_a_batch_size_of_many_digits_is_refused(tmp_path, monkeypatch):
+    line = _refused(tmp_path, monkeypatch, engine_options={"batch_size": "1010" * 30})
+    assert line.startswith("engine_options: batch_size=") and "out of range (1 to 1024)" in line
+
+
+def test_a_flag_for_a_base_model_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, base_model="--trust-remote-code").startswith(
+        "base_model='--trust-remote-code': not a folder or Hub id")
+
+
+def test_a_number_for_a_name_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, name=5).startswith("name=5: input should be a valid string")
+
+
+def test_a_list_for_engine_options_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, engine_options=["x"]).startswith(
+        "engine_options=['x']: input should be a valid dictionary")
+
+
+def test_a_string_for_tasks_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, tasks="task-000").startswith("tasks='task-000': input should be a valid list")
+
+
+def test_a_trainer_that_is_no_trainer_is_refused(tmp_path, monkeypatch):
+    assert _refused(tmp_path, monkeypatch, trainer="mine").startswith("trainer='mine': give the transformers Trainer")
+
+
+def test_a_subset_needs_enough_tasks_and_fewer_than_the_selection(tmp_path, monkeypatch):
+    assert "give at least 5 tasks" in _refused(tmp_path, monkeypatch, subset_tasks=2)
+    assert "the selected steps have 2 tasks" in _refused(tmp_path, monkeypatch, subset_tasks=5)
+
+
+def test_a_deadline_past_what_a_timer_waits_is_no_budget():
+    """No OverflowError from the timer thread at every save (threading.Timer(inf) raised one)."""
+    import threading
+
+    for budget in (float("inf"), 1e300, threading.TIMEOUT_MAX * 2):
+        with Deadline(budget) as deadline:
+            time.sleep(0.05)
+        assert deadline.budget_s is None and not deadline.expired

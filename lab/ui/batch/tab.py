@@ -26,6 +26,7 @@ from lab.ui.shell.html_text import esc
 from lab.ui.shell.public import BATCH_OFF, batch_allowed, sweep_allowed
 from lab.ui.shell.session import current_session
 from lab.ui.shell.wiring import bind
+from lab.ui.shell.links import wire_tab_link
 from lab.visitors import SessionEvents
 from lab.ui.batch.race_panel import build_race_controls
 from lab.ui.batch.sweep_panel import SLOT, build_sweep_panel
@@ -260,6 +261,7 @@ def build_batch_tab(ctx: LabContext) -> None:
     """Lay out the Batch tab and wire its events."""
     replay = ctx.replay
     with gr.Tab("Batch", id="batch") as tab:
+        wire_tab_link(tab, "batch", "lab-batch-link")  # its "copy link" box, followed by the address bar
         if not batch_allowed(ctx.settings):
             gr.HTML(f'<div class="lab-empty">{esc(BATCH_OFF)}</div>')
         no_replay = gr.HTML('<div class="lab-empty">Batch needs replay data: start with <code>--replay PATH</code> '

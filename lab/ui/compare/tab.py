@@ -14,6 +14,7 @@ from lab.settings import PROJECT_ROOT
 from lab.ui.compare.audit_panel import audit_answer, column_audits
 from lab.workspace import EngineEntry, LabContext, LRUCache
 from lab.ui.compare.legacy_column import scorer_badge_html
+from lab.ui.compare.link_row import build_link_row
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
 from lab.ui.shell.wiring import bind
@@ -267,6 +268,8 @@ class CompareTab:
     heat_engine: gr.Dropdown
     switch_outputs: list
     replay_loaded: Any = None  # event fired after a replay download (others chain `.then` on it)
+    link: Any = None  # the "copy link" box and the line about a link's names (lab.ui.compare.link)
+    link_note: Any = None
     warm: Callable[[], object] | None = None  # warm_instant_engines for this lab (the Engines tab calls it)
     # session -> the step painted last, by a switch in Compare, a step opened from another tab, or a Generate
     # as it began: a Generate of another step stops painting
@@ -527,6 +530,7 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
             nxt = gr.Button("next (j) ▶", elem_id="lab-next", scale=0, min_width=110)
             generate = gr.Button("Generate on all engines", variant="primary", elem_id="lab-generate", scale=1)
             show_all = gr.Checkbox(False, label="show all (no clipping)", scale=1, elem_id="lab-show-all")
+        link, link_note = build_link_row()
         picker = build_run_picker(ctx)
         context_html = gr.HTML(elem_id="lab-context")
         gr.Markdown("### Engines", elem_classes=["lab-h"])
@@ -547,7 +551,8 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         audit_answer_box = gr.Textbox(visible="hidden", elem_id="lab-audit-answer")
 
     outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
-    view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx))
+    view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx),
+                      link=link, link_note=link_note)
     layout = CompareLayout(notice, download, prev, nxt, generate, columns_html, f1_html, heat_plot, whatif,
                            audit_request, audit_go, audit_answer_box, picker)
     wire_compare_tab(ctx, view, layout)
@@ -602,10 +607,3 @@ def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> No
     ui.audit_go.click(bind(audit_reply, ctx), ui.audit_request, ui.audit_answer, show_progress="hidden",
                       api_name="prompt_audit", trigger_mode="multiple").then(
         None, ui.audit_answer, None, js=FILL_AUDIT_JS, show_progress="hidden", api_visibility="private")
-
-
-def initial_load(ctx: LabContext, view: CompareTab):
-    """Fill Compare on page load (first step of the replay set)."""
-    if ctx.replay is None or not ctx.replay.steps:
-        return tuple(gr.update() for _ in view.switch_outputs)
-    return view.updates(step_outputs(ctx, None))

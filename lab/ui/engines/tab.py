@@ -14,6 +14,7 @@ from lab.ui.shell.handles import CompareHandle
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
 from lab.ui.shell.preset_html import preset_changes_html, preset_warning_html
+from lab.ui.shell.links import wire_tab_link
 
 SPEC_HELP = (
     "Engine SPEC: <code>reference</code>, <code>stored:PATH</code>, <code>transformers:MODEL_OR_PATH</code>, "
@@ -168,6 +169,7 @@ def build_engines_tab(ctx: LabContext, compare: CompareHandle) -> None:
     """Lay out the Engines tab and wire its events."""
     models_allowed = bool(ctx.settings.allow_engine_loading)
     with gr.Tab("Engines", id="engines") as tab:
+        wire_tab_link(tab, "engines", "lab-engines-link")  # its "copy link" box, followed by the address bar
         policy = loading_policy_html(ctx)
         if policy:
             gr.HTML(policy)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.workspace import LabContext
+from lab.ui.results.link import build_link_parts, build_series_pick, series_figure, wire_results_link
 from lab.ui.shell.equiv_status import STATE_TEXT, mark_equiv_cells, pending_note
 from lab.ui.shell.html_text import esc
 from lab.ui.shell.notice import render_notice
@@ -198,6 +199,7 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
             return
         if ctx.broken_results:
             gr.HTML(broken_files_notice(ctx), elem_id="lab-broken-results")
+        link, link_note = build_link_parts()
         with gr.Row(equal_height=True):
             scope = gr.Radio(list(SCOPES), value=list(SCOPES)[1], label="leaderboard", scale=2,
                              elem_id="lab-lb-scope")
@@ -216,15 +218,17 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
         published_panel(ctx)
         plots = plot_registry()
         which = plot = None
-        if plots:
-            with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True):
+            if plots:
                 which = gr.Dropdown(list(plots), value=next(iter(plots)), label="plot", scale=3, elem_id="lab-plot-pick")
+            series = build_series_pick(ctx)
+        if plots:
             plot = gr.Plot(elem_id="lab-results-plot", label="plot")
         else:
             gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
 
     inputs = [scope, text, sort, baseline]
-    refresh, draw = bind(refresh_leaderboard, ctx), bind(show_plot, ctx)
+    refresh, draw = bind(refresh_leaderboard, ctx), bind(series_figure, ctx, show_plot)  # a series picked, or the plot
     outputs = [table, count, shown_pending, equiv_timer, stats_note]
     quiet = {"api_visibility": "private", "show_progress": "hidden", **statistics_events()}
     for comp in (scope, sort, baseline):
@@ -236,8 +240,9 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
     equiv_timer.tick(bind(poll_equiv, ctx, bool(plots)), [*inputs, shown_pending, *([which] if plots else [])],
                      [*outputs, *([plot] if plots else [])], **quiet)
     table.select(bind(open_run, open_in_compare), table, open_in_compare.outputs, api_visibility="private")
+    wire_results_link(ctx, tab, baseline, series, which, link, link_note, baseline_options)
     if plots:
-        which.change(draw, [which, scope, text], plot, api_visibility="private", **statistics_events())
-        scope.change(draw, [which, scope, text], plot, **quiet)
-        text.change(draw, [which, scope, text], plot, **quiet)
-        tab.select(draw, [which, scope, text], plot, **quiet)
+        which.change(draw, [series, which, scope, text], plot, api_visibility="private", **statistics_events())
+        for comp in (series, scope, text):
+            comp.change(draw, [series, which, scope, text], plot, **quiet)
+        tab.select(draw, [series, which, scope, text], plot, **quiet)

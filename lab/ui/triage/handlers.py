@@ -18,6 +18,7 @@ from lab.triage import (
 )  # fmt: skip
 from lab.ui.shell.equiv_status import STATE_TEXT, STEP_STATES, mark_equiv_cells, mark_step_reasons
 from lab.ui.shell.html_text import esc
+from lab.ui.shell.links import page_url
 from lab.ui.triage.figures import slice_figures
 from lab.ui.triage.filters import FILTER_FIELDS, inputs_from_spec, load_choices, spec_from_inputs
 from lab.ui.triage.paired_view import paired_view
@@ -84,18 +85,6 @@ def diff_message(rows: int, view: str) -> str:
     return f'<div class="lab-empty" data-empty="1">{esc(why)}</div>'
 
 
-def share_url(base: str, spec: SliceSpec) -> str:
-    """A link that reopens the lab with this slice (read on page load)."""
-    query = spec.to_query()
-    return f"{base}?{query}" if query else base
-
-
-def page_url(request: gr.Request) -> str:
-    """The page's own address without its query (the browser's Referer; the queue URL is not it)."""
-    referer = (request.headers or {}).get("referer") if hasattr(request, "headers") else None
-    return str(referer or request.base_url).split("?")[0]
-
-
 def _export_dir() -> Path:
     from lab.ui.shell.exports import (
         EXPORTS,  # short-lived, swept folders (no /tmp/triage-export-* left behind)
@@ -127,14 +116,6 @@ def turn_page(ctx: LabContext, step: int, page_no: Any, *values: Any) -> tuple:
     return show_slice(ctx, (page_no or 1) + step, *values)
 
 
-def shared_link(base: str, *values: Any) -> Any:
-    """The link that reopens the lab with the filters' slice (unchanged when a filter is bad)."""
-    try:
-        return share_url(base, spec_from_inputs(*values))
-    except LabError:
-        return gr.update()
-
-
 def fresh_choices(ctx: LabContext) -> dict[str, list]:
     """The store's choices of the pickers now ({} when the store cannot say)."""
     try:
@@ -144,15 +125,22 @@ def fresh_choices(ctx: LabContext) -> dict[str, list]:
     return {"run_ids": c.runs, "source_groups": c.source_groups, "task_ids": c.task_ids, "tags": c.tags}
 
 
-def picker_updates(ctx: LabContext, fresh: dict[str, list]) -> list:
-    """Baseline, candidate, the flip table's runs and the series picker, with the runs of `fresh`."""
+def picker_updates(ctx: LabContext, fresh: dict[str, list], pair: tuple = (None, None)) -> list:
+    """Baseline, candidate, the flip table's runs and the series picker, with the runs of `fresh`; the baseline
+    and candidate set to `pair` where given (a link's)."""
     runs = fresh.get("run_ids")
     same = [gr.update() if runs is None else gr.update(choices=runs) for _ in range(3)]
+    for i, run_id in enumerate(pair):
+        if run_id:
+            same[i] = gr.update(choices=runs, value=run_id) if runs is not None else gr.update(value=run_id)
     return [*same, gr.update(choices=series_choices(ctx)) if runs is not None else gr.update()]
 
 
 def load_page(ctx: LabContext, request: gr.Request) -> list:
-    """Read the shared-slice link, and the pickers' choices afresh (runs added since start)."""
+    """Read the shared-slice link (its pair too: lab.ui.triage.link), and the pickers' choices afresh (runs
+    added since start); last the line about the link's pair and the pair's accordion."""
+    from lab.ui.triage.link import pair_from_request
+
     base = ""
     spec = SliceSpec()
     try:
@@ -160,12 +148,14 @@ def load_page(ctx: LabContext, request: gr.Request) -> list:
             base = page_url(request)
             spec = SliceSpec.from_query(request.query_params)
     except LabError as exc:
-        gr.Warning(f"shared slice link: {exc}")
+        gr.Warning(esc(f"shared slice link: {exc}"))  # the link's own text: escaped, never markup
     values = dict(zip(FILTER_FIELDS, inputs_from_spec(spec)))
     fresh = fresh_choices(ctx)
     out = [gr.update(choices=fresh[name], value=values[name]) if name in fresh else values[name]
            for name in FILTER_FIELDS]
-    return [base, *out, *picker_updates(ctx, fresh)]
+    runs = [run_id for _, run_id in fresh.get("run_ids") or []]
+    pair, note, accordion = pair_from_request(ctx, request, runs)
+    return [base, *out, *picker_updates(ctx, fresh, tuple(pair)), note, accordion]
 
 
 def refresh_pickers(ctx: LabContext) -> list:

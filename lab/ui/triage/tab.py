@@ -11,8 +11,10 @@ from lab.errors import LabError
 from lab.triage import BOOLEAN_FLAGS, FAILURE_KINDS, load_risk_patterns
 from lab.triage.compare_runs import DEFAULT_RIGHT_THRESHOLD, DISAGREEMENT_VIEWS
 from lab.triage.slices import ORDER_COLUMNS, TASK_COMPLETE_FILTERS
+from lab.ui.shell.links import follow_in_address_bar
 from lab.ui.shell.wiring import bind
 from lab.ui.triage import handlers as h
+from lab.ui.triage.link import compare_linked_pair, link_names_pair, picked_by_hand, triage_link
 from lab.ui.triage.filters import ANY, Choices, load_choices
 from lab.ui.triage.series_picker import SeriesPanel, build_series_picker, wire_series_picker
 from lab.ui.triage.stability import build_stability_panel
@@ -65,6 +67,7 @@ class SliceView:
 class PairPanel:
     """Baseline vs candidate, with preference pairs."""
 
+    accordion: gr.Accordion
     baseline: gr.Dropdown
     candidate: gr.Dropdown
     view: gr.Radio
@@ -130,7 +133,8 @@ def filter_panel(choices: Choices) -> FilterPanel:
             save_btn = gr.Button("Save slice", elem_id="triage-save-slice")
             saved = gr.Dropdown(choices.slices, label="Saved slices", scale=2)
             open_btn = gr.Button("Open slice")
-        share = gr.Textbox(label="Share this slice (URL)", interactive=False, buttons=["copy"], elem_id="triage-share")
+        share = gr.Textbox(label="Link to this view (the slice and the pair compared)", interactive=False,
+                           buttons=["copy"], elem_id="triage-share")
     return FilterPanel(inputs, [run_ids, source_groups, task_ids, tags], run_ids, tags, apply_btn, slice_name,
                        save_btn, saved, open_btn, share)
 
@@ -187,7 +191,7 @@ def slice_view() -> SliceView:
 
 def pair_panel(choices: Choices) -> PairPanel:
     """The baseline-vs-candidate accordion."""
-    with gr.Accordion("Baseline vs candidate", open=False):
+    with gr.Accordion("Baseline vs candidate", open=False, elem_id="triage-pair-panel") as accordion:
         with gr.Row():
             # a typed name reaches the handler, which finds the run or says it is not found
             baseline = gr.Dropdown(choices.runs, label="Baseline", elem_id="triage-baseline", allow_custom_value=True)
@@ -204,7 +208,7 @@ def pair_panel(choices: Choices) -> PairPanel:
             margin = gr.Number(0.0, label="Minimum F1 margin for a pair", minimum=0, maximum=1)
             pairs_btn = gr.Button("Export preference pairs (DPO, within the slice)")
             pairs_file = gr.HTML(elem_id="triage-pairs-file")  # a download link (lab.ui.shell.exports)
-    return PairPanel(baseline, candidate, view, diff_btn, diff_header, diff_note, diff_table, diff_tasks, margin,
+    return PairPanel(accordion, baseline, candidate, view, diff_btn, diff_header, diff_note, diff_table, diff_tasks, margin,
                      pairs_btn, pairs_file)
 
 
@@ -248,30 +252,39 @@ def build_triage_tab(ctx: LabContext, open_in_compare) -> None:
         flips = flip_panel(ctx, choices)
         taxonomy_panel(ctx, filters.run_ids)
         build_stability_panel(ctx, open_in_compare)  # unstable steps, mean F1 vs stability, samples A vs B
-        wire_slice(ctx, tab, base_url, filters, view, [pair.baseline, pair.candidate, flips.series,
-                                                       flips.series_panel.pick])
+        wire_slice(ctx, tab, base_url, filters, view, pair, [pair.baseline, pair.candidate, flips.series,
+                                                             flips.series_panel.pick])
         wire_step(ctx, open_in_compare, filters, view)
         wire_pair(ctx, open_in_compare, filters, pair)
         wire_flips(ctx, open_in_compare, tab, flips)
 
 
 def wire_slice(ctx: LabContext, tab: gr.Tab, base_url: gr.State, filters: FilterPanel, view: SliceView,
-               run_pickers: list) -> None:
-    """Filters, pages, the shared link, saved slices, and the pickers' choices when the page or tab opens."""
+               pair: PairPanel, run_pickers: list) -> None:
+    """Filters, pages, the shared link (the slice and the pair), saved slices, and the pickers' choices when the
+    page or tab opens; a link's pair is compared once the page has read it."""
     inputs, outputs = filters.inputs, view.outputs
     apply = bind(h.apply_filters, ctx)
-    share = bind(h.shared_link)
-    filters.apply.click(apply, inputs, outputs, **PRIVATE).then(share, [base_url, *inputs], filters.share, **PRIVATE)
+    picked = gr.State(False)  # the pair is the user's (picked, or a link's), not the pickers' first choices
+    share, shared = bind(triage_link, ctx), [base_url, picked, pair.baseline, pair.candidate, *inputs]
+    filters.apply.click(apply, inputs, outputs, **PRIVATE).then(share, shared, filters.share, **PRIVATE)
+    for picker in (pair.baseline, pair.candidate):
+        picker.input(picked_by_hand, None, picked, **PRIVATE).then(share, shared, filters.share, **PRIVATE)
+    follow_in_address_bar(filters.share, tab, "triage-share")
     view.previous.click(bind(h.turn_page, ctx, -1), [view.page, *inputs], outputs, **PRIVATE)
     view.next.click(bind(h.turn_page, ctx, 1), [view.page, *inputs], outputs, **PRIVATE)
     tab.select(bind(h.refresh_pickers, ctx), None, [*filters.pickers, *run_pickers], show_progress="hidden",
                **PRIVATE)
-    gr.on(triggers=None, fn=bind(h.load_page, ctx), inputs=None, outputs=[base_url, *inputs, *run_pickers],
-          **PRIVATE).then(apply, inputs, outputs, **PRIVATE).then(share, [base_url, *inputs], filters.share, **PRIVATE)
+    gr.on(triggers=None, fn=bind(h.load_page, ctx), inputs=None,
+          outputs=[base_url, *inputs, *run_pickers, pair.note, pair.accordion], **PRIVATE).then(
+        link_names_pair, None, picked, **PRIVATE).then(
+        apply, inputs, outputs, **PRIVATE).then(share, shared, filters.share, **PRIVATE).then(
+        bind(compare_linked_pair, h.compare_pair, ctx), [pair.baseline, pair.candidate, pair.view],
+        [pair.table, pair.note, pair.header, pair.tasks], **PRIVATE)
     filters.save.click(bind(h.save_current_slice, ctx), [filters.slice_name, view.author, *inputs], filters.saved,
                        **PRIVATE)
     filters.open.click(bind(h.open_saved_slice, ctx), filters.saved, inputs, **PRIVATE).then(
-        apply, inputs, outputs, **PRIVATE).then(share, [base_url, *inputs], filters.share, **PRIVATE)
+        apply, inputs, outputs, **PRIVATE).then(share, shared, filters.share, **PRIVATE)
 
 
 def wire_step(ctx: LabContext, open_in_compare, filters: FilterPanel, view: SliceView) -> None:
