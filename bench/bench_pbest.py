@@ -1,7 +1,7 @@
 """Benchmark each checkpoint's chance of being the best (P(best), lab.scoring.best.judged_chances, from the
 task-bootstrap figures the lab's series and Results compute, lab.scoring.paired_matrix): on synthetic checkpoint
-series shaped like TB2-lite (bench/synthetic_pairs.make_series: 303 steps of 50 tasks, each checkpoint a known
-number of points above the base model, so the best is known), are the checkpoints given P(best) ≈ p the best
+series shaped like TB2-lite (bench/synthetic_series.make_series, the race's: 303 steps of 50 tasks, each checkpoint
+a known number of points above the others, so the best is known), are the checkpoints given P(best) ≈ p the best
 about p of the time?
 
 Prints the reliability table (P(best) in bins: the checkpoints in each, their mean P(best), how often they were
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_paired import clopper_pearson  # noqa: E402
 from bench.record import Record  # noqa: E402
-from bench.synthetic_pairs import make_series  # noqa: E402
+from bench.synthetic_series import make_series  # noqa: E402
 from lab.scoring import paired_matrix  # noqa: E402
 from lab.scoring.best import best_chances, judged_chances  # noqa: E402
 from lab.scoring.paired import load_settings, task_counts, task_draws  # noqa: E402
@@ -34,10 +34,12 @@ BINS = np.array([0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1
 def judge(series, resamples: int, seed: int):
     """(P(best) and expected regret of a series' checkpoints as lab.store.stats_judge.chances computes them,
     the same from the resamples read as they are)."""
-    n = int(series.task.max()) + 1
-    every = np.ones(series.runs.shape, dtype=bool)
-    value = paired_matrix.task_sums(series.runs, every, series.task, n)
-    weight = paired_matrix.task_sums(np.ones(series.runs.shape), every, series.task, n)
+    task = np.array([int(s.task_id.rsplit("-", 1)[1]) for s in series.steps])
+    runs = series.values.T
+    n = int(task.max()) + 1
+    every = np.ones(runs.shape, dtype=bool)
+    value = paired_matrix.task_sums(runs, every, task, n)
+    weight = paired_matrix.task_sums(np.ones(runs.shape), every, task, n)
     boot = paired_matrix.figures(task_counts(task_draws(seed, resamples, n), n), value, weight, 100.0)
     effective = weight[0].sum() ** 2 / (weight[0] ** 2).sum()
     point = 100.0 * value.sum(axis=1) / weight.sum(axis=1)
@@ -56,7 +58,7 @@ def run(series_count: int, k: int, spread: float, resamples: int, seed: int) -> 
     p_all, plain_all, best_all, top_hits, regret_said, regret_true = [], [], [], 0, [], []
     for i in range(series_count):
         deltas = rng.uniform(0, spread, k)
-        series = make_series(rng, deltas)
+        series = make_series(rng, tuple(deltas))
         found, plain = judge(series, resamples, i)
         best = deltas.argmax()
         p_all += list(found.p_best)

@@ -90,31 +90,3 @@ def make_pair(rng: np.random.Generator, true_delta: float = 0.0, samples: int = 
     same = rng.random(base.shape) < SAME_ANSWER
     return SyntheticPair(task, base, np.where(same, base, fresh), float(true_delta))
 
-
-@dataclass(frozen=True)
-class SyntheticSeries:
-    """Per-step F1 of k checkpoints (runs × steps) over one replay, each `true_delta` points above a common base
-    model in expectation, and each step's task."""
-
-    task: np.ndarray
-    runs: np.ndarray
-    true_delta: np.ndarray
-
-
-def make_series(rng: np.random.Generator, true_deltas: np.ndarray, n_tasks: int = N_TASKS,
-                n_steps: int = N_STEPS) -> SyntheticSeries:
-    """Checkpoints of one training run shaped like TB2-lite: each answers a step as the base model did with
-    probability SAME_ANSWER, else afresh around its own expected F1, raised as make_pair raises a candidate's,
-    so checkpoint j's score is true_deltas[j] points above the base's (and the best is the largest)."""
-    deltas = np.asarray(true_deltas, dtype=float)
-    task = layout(rng, n_tasks, n_steps)
-    logits = _logits(rng, task)
-    base = _answers(rng, _expected(rng, logits, task), 1)[:, 0]
-    runs = []
-    for delta in deltas:
-        shift = delta / 100.0 / (1.0 - SAME_ANSWER)
-        m = _expected(rng, logits, task)
-        m = m + shift * (1 - m) / (1 - population_mean())
-        fresh = _answers(rng, m, 1)[:, 0]
-        runs.append(np.where(rng.random(len(task)) < SAME_ANSWER, base, fresh))
-    return SyntheticSeries(task, np.array(runs), deltas)
