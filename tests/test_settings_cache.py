@@ -17,7 +17,7 @@ from tests.paths import EXCERPT, REPO
 
 
 def home_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LAB_CACHE_DIR", "XDG_CACHE_HOME", "LAB_REPLAY")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LAB_CACHE_DIR", "XDG_CACHE_HOME", "LAB_REPLAY", "LAB_VLLM_ENV")}
     return {**env, "HOME": str(home), "HF_HUB_OFFLINE": "1", **extra}
 
 

@@ -50,6 +50,10 @@ def merge(parts: list[dict], scorer: str, samples: int, pass_threshold: float,
     if stats and every and all(n is not None for n in every):
         rows = sum(int(p["prompt_template"]["context_stats"].get("messages_rows", 0)) for p in parts)
         template["context_stats"] = context_stats(every, stats["max_model_len"], stats["max_tokens"], rows)
+    selections = [p.get("selection") for p in parts]
+    if all(isinstance(s, dict) and isinstance(s.get("steps"), int) for s in selections):
+        # each shard's selection counts the steps it was given; the run's, all of them
+        merged["selection"] = {**selections[0], "steps": sum(s["steps"] for s in selections)}
     merged.update(
         per_step=per_step, gen_time_sec=gen, avg_sec_per_step=round(gen / max(len(per_step), 1), 3),
         prompt_template=template,

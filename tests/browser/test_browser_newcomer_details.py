@@ -79,13 +79,13 @@ def test_a_cli_run_beside_the_lab_in_the_browser(tmp_path):
             assert f1.locator(".lab-best, .lab-worst").count() == 0
             assert page.evaluate(DUPLICATE_IDS_JS) == []
 
-            # Triage on the CLI's run: coverage against its replay, equiv computed with that replay's screens
+            # Triage on the CLI's run: a selection limited on purpose, equiv computed with that replay's screens
             page.goto(f"{url}?{SliceSpec(run_ids=[run]).to_query()}")
             page.get_by_role("tab", name="Triage").click()
             expect(page.locator("#triage-summary")).to_contain_text("2 steps")
             runs = _options(page, "#triage-runs")
             mine = next(line for line in runs.splitlines() if run in line)
-            assert mine.endswith("2/14 steps partial"), mine
+            assert mine.endswith("limited to 2 steps"), mine  # --limit 2: whole for its selection, not partial
             table = page.locator("#triage-table")
             expect(table).to_contain_text("task-000/0")  # its first unit is `cd myproject`: a relative cd
             expect(table).not_to_contain_text("equiv needs")
