@@ -92,3 +92,34 @@ def judged_chances(boot: np.ndarray, point: np.ndarray, effective_tasks: float, 
 
     inflate = (critical_value(expanded_alpha(confidence, effective_tasks)) / critical_value(1.0 - confidence)) ** 2
     return best_chances(shrunk(boot, point, inflate), higher_is_better)
+
+
+def chances_of_runs(task: np.ndarray, values: np.ndarray, *, scale: float = 100.0, resamples: int | None = None,
+                    seed: int | None = None, confidence: float | None = None) -> BestChances | None:
+    """P(best) and expected regret, as the lab reports them (`judged_chances`), of runs scored step by step:
+    `values` (steps, runs), NaN where a run has not answered a step, `task` each step's task. Each run's
+    figure is scale × its mean over the steps it answered, its resamples over the drawn tasks it answered (one
+    set of task draws for all). None when no run answered a step."""
+    from lab.scoring.paired import load_settings, task_counts, task_draws
+
+    task = np.asarray(task, dtype=np.int64)
+    values = np.asarray(values, dtype=float)
+    seen = ~np.isnan(values)
+    tasks = np.unique(task[seen.any(axis=1)])
+    if not len(tasks):
+        return None
+    settings = load_settings()
+    keep = np.isin(task, tasks)
+    local, n = np.searchsorted(tasks, task[keep]), len(tasks)
+    sums = np.column_stack([np.bincount(local, weights=np.nan_to_num(values[keep, j]), minlength=n)
+                            for j in range(values.shape[1])])
+    steps = np.column_stack([np.bincount(local, weights=seen[keep, j].astype(float), minlength=n)
+                             for j in range(values.shape[1])])
+    counts = task_counts(task_draws(settings.seed if seed is None else seed, resamples or settings.resamples, n),
+                         n).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = scale * (counts @ sums) / (counts @ steps)
+        point = scale * sums.sum(axis=0) / steps.sum(axis=0)
+    per_task = steps.sum(axis=1)
+    effective = float(per_task.sum() ** 2 / (per_task ** 2).sum())
+    return judged_chances(boot, point, effective, settings.confidence if confidence is None else confidence)

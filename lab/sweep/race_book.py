@@ -145,26 +145,9 @@ class RaceBook:
         """P(best) and expected regret of every checkpoint (lab.scoring.best) from one set of task resamples
         of the tasks replayed so far, each checkpoint's figure over the drawn tasks it answered; None before
         any step."""
-        from lab.scoring.best import best_chances
-        from lab.scoring.paired import load_settings, task_counts, task_draws
+        from lab.scoring.best import chances_of_runs
 
-        seen = ~np.isnan(self.values)
-        tasks = np.unique(self.task[seen.any(axis=1)])
-        if not len(tasks):
-            return None
-        settings = load_settings()
-        resamples = resamples or settings.resamples
-        local = np.searchsorted(tasks, self.task)
-        keep = np.isin(self.task, tasks)
-        n = len(tasks)
-        sums = np.column_stack([np.bincount(local[keep], weights=np.nan_to_num(self.values[keep, j]), minlength=n)
-                                for j in range(len(self.names))])
-        steps = np.column_stack([np.bincount(local[keep], weights=seen[keep, j].astype(float), minlength=n)
-                                 for j in range(len(self.names))])
-        counts = task_counts(task_draws(settings.seed if seed is None else seed, resamples, n), n).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot = 100.0 * (counts @ sums) / (counts @ steps)
-        return best_chances(boot)
+        return chances_of_runs(self.task, self.values, resamples=resamples, seed=seed)
 
     def standings(self, resamples: int | None = None) -> list[Standing]:
         """Every checkpoint's line, in the series' order."""

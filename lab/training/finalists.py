@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from lab.resultfiles.files import read_result_file
-from lab.scoring.best import best_chances
-from lab.scoring.paired import load_settings, rank_ties, task_counts, task_draws
+from lab.scoring.best import chances_of_runs
+from lab.scoring.paired import load_settings
+from lab.scoring.ranking import rank_ties
 
 
 @dataclass
@@ -71,11 +72,7 @@ def judge(results: dict[int, Path], seed: int | None = None) -> Judgement:
                                f"(at least {settings.min_common_steps} steps of {settings.min_common_tasks} tasks); "
                                "no checkpoint is ruled out"), judged=steps)
     resamples = settings.resamples
-    counts = task_counts(task_draws(settings.seed if seed is None else seed, resamples, len(tasks)), len(tasks))
-    sums = np.column_stack([np.bincount(task, weights=values[:, j], minlength=len(tasks)) for j in range(len(steps))])
-    per_task = np.bincount(task, minlength=len(tasks)).astype(float)
-    boot = 100 * (counts @ sums) / (counts @ per_task)[:, None]
-    chances = best_chances(boot)
+    chances = chances_of_runs(task, values, resamples=resamples, seed=seed)
     finalists = [s for s, best in zip(steps, ranking.rank_best) if int(best) == 1]
     return Judgement(steps, scores, [int(r) for r in ranking.rank_best], [round(float(p), 4) for p in chances.p_best],
                      finalists, len(keys), len(tasks), adjustment=ranking.adjustment, resamples=resamples,

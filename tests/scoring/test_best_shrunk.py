@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
-from lab.scoring.best import best_chances, judged_chances, shrunk
+from lab.scoring.best import best_chances, chances_of_runs, judged_chances, shrunk
 
 
 def resamples(means, sd, rows=4000, seed=0):
@@ -39,3 +40,17 @@ def test_what_cannot_be_pulled_is_left_alone():
     boot[0, 1] = np.nan
     out = shrunk(boot, np.array([50.0, 51.0]))
     assert np.isnan(out[0, 1]) and not np.isnan(out[1:]).any()
+
+
+def test_chances_of_runs_scored_step_by_step():
+    """The race and the training callback's finalists read P(best) from per-step values with gaps: a run that
+    answered fewer tasks is judged on those; a clearly better run gets nearly all the chance."""
+    rng = np.random.default_rng(3)
+    task = np.repeat(np.arange(40), 6)
+    base = rng.uniform(0, 1, len(task))
+    values = np.column_stack([base, np.clip(base + 0.3, 0, 1), base])
+    values[task >= 20, 2] = np.nan  # the third run answered half the tasks
+    chances = chances_of_runs(task, values, resamples=500, seed=1)
+    assert chances.p_best.sum() == pytest.approx(1.0) and chances.p_best[1] > 0.95
+    assert chances.expected_regret[1] < chances.expected_regret[0]
+    assert chances_of_runs(task, np.full((len(task), 2), np.nan)) is None
