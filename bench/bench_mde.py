@@ -7,7 +7,7 @@ interval find a true difference equal to the reported MDE? 80 % is what the MDE 
    interval and the number of pairs; the median MDE reported on those pairs beside it;
 3. the same for runs with 4 answers per step (the two-level bootstrap), with fewer pairs and resamples;
 4. what TB2-lite can see: the MDE for one answer per step, and for 2 and 4 answers and 2× and 4× the tasks
-   (the planner's model on the pilot pairs, lab.store.plan), for docs/compare-runs.md.
+   (the planner's model on the pilot pairs, lab.analysis.plan), for docs/compare-runs.md.
 
     python bench/bench_mde.py [--pairs 1000] [--pilot 200] [--sample-pairs 150]
 """

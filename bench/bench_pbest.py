@@ -32,7 +32,7 @@ BINS = np.array([0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1
 
 
 def judge(series, resamples: int, seed: int):
-    """(P(best) and expected regret of a series' checkpoints as lab.store.stats_judge.chances computes them,
+    """(P(best) and expected regret of a series' checkpoints as lab.analysis.judge.chances computes them,
     the same from the resamples read as they are)."""
     task = np.array([int(s.task_id.rsplit("-", 1)[1]) for s in series.steps])
     runs = series.values.T

@@ -2,15 +2,15 @@
 50 tasks (bench/stats_store.py; the first 300 one checkpoint series), the CPU seconds of
 
 - a Results **baseline pick** (every other row's Δ score with its simultaneous interval, detectable Δ, P(best)
-  and regret, lab.store.leaderboard_stats.with_comparisons): the first after the store changed (nothing
+  and regret, lab.analysis.leaderboard.with_comparisons): the first after the store changed (nothing
   kept: the store's matrix is read, the table's per-step ranks computed, then the baseline's columns), a
   baseline not picked before (the matrix and ranks kept), and the same baseline again (kept);
-- a **300-point series view** (lab.store.series_stats.series_stats with its table and figure, as Triage and
+- a **300-point series view** (lab.analysis.series_judgement.series_stats with its table and figure, as Triage and
   Results draw it): the first after the store changed, with the matrix kept, and again;
 
 goals: a pick under 1 s, a series view under 2 s. CPU seconds are the process's (every thread, DuckDB's too),
 time.process_time(). With --reference it also times the per-run path this replaced
-(lab.store.paired.compare_against, one baseline against every run) at the smaller size, and it checks that
+(lab.analysis.run_pairs.compare_against, one baseline against every run) at the smaller size, and it checks that
 the matrix path gives that path's intervals (to 1e-9 points) on some of the runs.
 
     python bench/bench_stats_scale.py [--runs 300 1000] [--series 300] [--reference]
@@ -29,9 +29,9 @@ from bench.record import Record  # noqa: E402
 from bench.stats_store import write_runs  # noqa: E402
 from lab.store import open_store, queries  # noqa: E402
 from lab.store import stats_cache  # noqa: E402
-from lab.store.leaderboard_stats import with_comparisons  # noqa: E402
-from lab.store.series_figures import series_stats_figure  # noqa: E402
-from lab.store.series_stats import series_stats, series_table  # noqa: E402
+from lab.analysis.leaderboard import with_comparisons  # noqa: E402
+from lab.figures.series import series_stats_figure  # noqa: E402
+from lab.analysis.series_judgement import series_stats, series_table  # noqa: E402
 
 PICK_GOAL_S, SERIES_GOAL_S = 1.0, 2.0
 REPO = Path(__file__).resolve().parents[1]
@@ -86,8 +86,8 @@ def series_views(store) -> dict[str, float]:
 def reference(store) -> tuple[float, float]:
     """(CPU seconds of the per-run path for one baseline against every run, the largest difference of an
     interval bound between it and the matrix path over 40 runs)."""
-    from lab.store.paired import compare_against, compare_against_loaded, load_run
-    from lab.store.stats_judge import against
+    from lab.analysis.run_pairs import compare_against, compare_against_loaded, load_run
+    from lab.analysis.judge import against
 
     ids = list(store.query("SELECT run_id FROM runs ORDER BY run_id")["run_id"])
     seconds, _ = cpu(lambda: compare_against(store, ids[0], ids[1:]))
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 record.figure(f"{runs} runs: {label}", seconds, "s", note=f"CPU seconds; goal < {goal:g} s")
             if args.reference and runs == min(args.runs):
                 seconds, gap = reference(store)
-                print(f"  per-run path (lab.store.paired.compare_against), one baseline: {seconds:.2f} s CPU; "
+                print(f"  per-run path (lab.analysis.run_pairs.compare_against), one baseline: {seconds:.2f} s CPU; "
                       f"largest gap of an interval bound to the matrix path: {gap:.1e} points")
                 record.figure(f"{runs} runs: the per-run path, one baseline against every run", seconds, "s",
                               note="what a pick cost before the matrix")

@@ -26,7 +26,7 @@ from bench.synthetic import make_results  # noqa: E402
 import lab.store.importer as importer  # noqa: E402
 from lab.store import import_path, open_store  # noqa: E402
 from lab.store import queries as q  # noqa: E402
-from lab.store.plots import PLOT_SPECS  # noqa: E402
+from lab.figures.plots import PLOT_SPECS  # noqa: E402
 
 PLOT_QUERY_BUDGET_MS = 50.0
 SLICE_BUDGET_MS = 200.0

@@ -21,9 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("lab.sweep.cli", "replay many engines or shards of one on a Ray cluster (--ray ADDRESS | local)"),
     "whatif": ("lab.whatif.cli", "list, replay on other engines and export saved what-if edits"),
     "equiv": ("lab.scoring.equiv.cli", "equiv_f1 (not the published score) of one pair of command-unit lists, as JSON"),
-    "compare": ("lab.store.compare_cli", "is the candidate really better than the baseline? each metric's difference "
+    "compare": ("lab.analysis.compare_cli", "is the candidate really better than the baseline? each metric's difference "
                                          "with its 95 % interval; with --max-drop a CI gate (exit 1 when worse)"),
-    "plan": ("lab.store.plan_cli", "how big a difference two runs' comparison can see, where its variance comes from, "
+    "plan": ("lab.analysis.plan_cli", "how big a difference two runs' comparison can see, where its variance comes from, "
                                    "and what more answers per step or more tasks would detect"),
     "demo": ("lab.runs.demo_cli", "a SYNTHETIC pair of runs with a known difference on a synthetic replay shaped "
                                   "like TB2-lite, imported into the store: a comparison with intervals, offline"),
@@ -63,13 +63,27 @@ def _published_path(ref: str, settings: Settings) -> str | None:
 
 
 # what a command of a lower layer gets passed in from this layer: command -> keyword -> function
+def _export_runs(*args: Any, **kwargs: Any) -> Any:
+    """Stored runs as a dataset folder with their intervals (the analysis sits above the store)."""
+    from lab.analysis.dataset_export import export_runs
+
+    return export_runs(*args, **kwargs)
+
+
+def _show_series(store: Any, series: str) -> int:
+    """A series' judgement, printed (the analysis sits above the store)."""
+    from lab.analysis.series_judgement import print_series
+
+    return print_series(store, series)
+
+
 PASSED_IN: dict[str, dict[str, Callable[..., Any]]] = {
     "replay": {"import_run": _import_run, "stored_names": _stored_names},
     "score-reference": {"import_run": _import_run, "stored_names": _stored_names},
     "compare": {"published_path": _published_path},
     "plan": {"published_path": _published_path},
     "demo": {"import_run": _import_run},
-    "results": {"published_path": _published_path},
+    "results": {"published_path": _published_path, "export_runs": _export_runs, "show_series": _show_series},
 }
 
 

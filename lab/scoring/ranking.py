@@ -1,6 +1,6 @@
 """Runs ranked on the same steps, with which of them are statistically tied: simultaneous intervals on every
 pair of k runs (max-T over one set of task draws, as lab.scoring.paired draws them), and each run's rank range.
-The Results table's per-step rank column reads it (lab.store.leaderboard_stats)."""
+The Results table's per-step rank column reads it (lab.analysis.leaderboard)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -12,8 +12,8 @@ from lab.store.db import Store
 from lab.store.opening import open_store
 from lab.store.sql_hint import TABLES_HINT, sql_error_text
 from lab.store.importer import ImportReport, rebuild
-from lab.store.series_cli import add_series_arguments, run_series
-from lab.store.dataset.cli import PublishedPath, add_export_arguments, import_paths, run_export
+from lab.store.series_cli import ShowSeries, add_series_arguments, run_series
+from lab.store.dataset.cli import ExportRuns, PublishedPath, add_export_arguments, import_paths, run_export
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,8 +57,11 @@ def _print_report(report: ImportReport) -> int:
     return 0 if report.ok else 1
 
 
-def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -> int:
-    """`published_path(ref, settings)`: a published run's stored path (passed in by lab.cli for `export`)."""
+def run(args: argparse.Namespace, published_path: PublishedPath | None = None, export_runs: ExportRuns | None = None,
+        show_series: ShowSeries | None = None) -> int:
+    """What rooms above the store do for it, passed in by lab.cli: `published_path(ref, settings)`, a published
+    run's stored path, and `export_runs`, the dataset export with its intervals (for `export`); `show_series`, a
+    series' judgement (for `series show`)."""
     cmd = args.results_command
     if cmd == "rebuild":
         with _store(args, sync=False) as store, store.hold():
@@ -75,8 +78,10 @@ def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -
         if cmd == "import":
             return _print_report(import_paths(store, args.paths))
         if cmd == "export":
-            return run_export(store, args, published_path)
+            if export_runs is None:
+                raise LabError("`results export` needs the analysis, which `python -m lab` passes in")
+            return run_export(store, args, export_runs, published_path)
         if cmd == "series":
-            return run_series(store, args)
+            return run_series(store, args, show_series)
         store.tables().to_csv(sys.stdout, index=False)
         return 0

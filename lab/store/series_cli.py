@@ -1,12 +1,16 @@
 """`python -m lab results series …`: place a run in a checkpoint series (the base model too), take it out,
-list the series, or show one against its first point with intervals (lab.store.series_stats)."""
+list the series, or show one against its first point with intervals (lab.analysis.series_judgement,
+which lab.cli passes in: the analysis sits above the store)."""
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
 from lab.errors import LabError
 from lab.store.db import Store
+
+ShowSeries = Callable[[Store, str], int]
 
 
 def add_series_arguments(sub) -> None:
@@ -25,7 +29,8 @@ def add_series_arguments(sub) -> None:
     show.add_argument("series", metavar="SERIES", help="the series name (python -m lab results series list)")
 
 
-def run_series(store: Store, args: argparse.Namespace) -> int:
+def run_series(store: Store, args: argparse.Namespace, show_series: ShowSeries | None = None) -> int:
+    """`show_series(store, series)` prints a series' judgement (lab.analysis, above the store: lab.cli passes it)."""
     from lab.store.run_lookup import find_run
     from lab.store.series import series_frame
     from lab.store.series_members import leave_series
@@ -41,14 +46,9 @@ def run_series(store: Store, args: argparse.Namespace) -> int:
         frame = series_frame(store, min_runs=1)
         frame[["series", "x_kind", "x", "name", "run_id", "score", "ref_nll"]].to_csv(sys.stdout, index=False)
         return 0
-    from lab.store.series_stats import adjustment_note, series_stats, series_table
-
-    stats = series_stats(store, args.series)
-    series_table(stats).to_csv(sys.stdout, index=False)
-    print(f"# {adjustment_note(stats)}")
-    for note in stats.notes:
-        print(f"# {note}")
-    return 0
+    if show_series is None:
+        raise LabError("`results series show` needs the series' judgement, which `python -m lab` passes in")
+    return show_series(store, args.series)
 
 
 def _join(store: Store, run_id: str, args: argparse.Namespace) -> str:

@@ -106,7 +106,7 @@ def test_triage_filters_by_equiv_f1_and_spelling_gap(store):
 
 def test_results_plot_and_columns_show_equiv_next_to_f1(store):
     from lab.store import queries
-    from lab.store.plots import PLOTS
+    from lab.figures.plots import PLOTS
 
     fig = PLOTS["equiv_vs_f1"](store, False)
     scatter = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]

@@ -7,7 +7,7 @@ import pytest
 
 from lab.store.opening import open_store
 from lab.store.series import series_frame
-from lab.store.series_stats import series_stats
+from lab.analysis.series_judgement import series_stats
 from tests.helpers_paired import variant, write
 from tests.helpers_store import make_results_dir
 

@@ -97,7 +97,7 @@ def test_the_whole_replays_are_queued_for_the_finalists_only_once(tmp_path):
 def test_a_subset_series_is_finished_with_the_whole_replay_and_shown_apart(tiny_model_dir, tmp_path, monkeypatch):
     from lab.store import open_store
     from lab.store.series import series_frame
-    from lab.store.series_stats import series_stats
+    from lab.analysis.series_judgement import series_stats
     from lab.training import TB2LiteCallback
 
     results = make_results_dir(tmp_path / "lab")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from lab.settings import Settings
 from lab.store.db import Store
 from lab.store.importer import ImportReport, import_path
 
 PublishedPath = Callable[[str, Settings], str | None]  # ref, settings -> a published run's stored path
+ExportRuns = Callable[..., Any]  # lab.analysis.dataset_export.export_runs
 
 
 def add_export_arguments(sub) -> None:
@@ -30,9 +31,10 @@ def add_export_arguments(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed of the card's intervals")
 
 
-def run_export(store: Store, args: argparse.Namespace, published_path: PublishedPath | None = None) -> int:
-    """Export (and push) as the arguments say; prints what was written."""
-    from lab.store.dataset.export import export_runs
+def run_export(store: Store, args: argparse.Namespace, export_runs: ExportRuns,
+               published_path: PublishedPath | None = None) -> int:
+    """Export (and push) as the arguments say; prints what was written. `export_runs`: lab.analysis's (the
+    card's intervals come from the analysis, above the store: lab.cli passes it)."""
     from lab.store.dataset.hub import check_push, push
 
     settings = Settings()

@@ -1,6 +1,6 @@
 """Compare with two stored runs (or more) as columns: the run-level difference with its 95 % interval sits
 above the per-step F1s, so one step is never taken for the verdict. The first stored column is the
-baseline; with several others their intervals are simultaneous (lab.store.paired)."""
+baseline; with several others their intervals are simultaneous (lab.analysis.run_pairs)."""
 from __future__ import annotations
 
 from lab.errors import LabError
@@ -23,8 +23,8 @@ def stored_run_ids(ctx: LabContext, entries: list[EngineEntry]) -> list[str]:
 
 def stored_pair_html(ctx: LabContext, entries: list[EngineEntry]) -> str:
     """The run-level block for the stored columns ("" with fewer than two); computed outside the store's lock
-    and kept for every visitor until the store changes (lab.store.stats_views)."""
-    from lab.store.stats_views import against_first, pair_comparison
+    and kept for every visitor until the store changes (lab.analysis.shared_views)."""
+    from lab.analysis.shared_views import against_first, pair_comparison
 
     ids = stored_run_ids(ctx, entries)
     if len(ids) < 2 or ctx.store is None:
@@ -44,7 +44,7 @@ def stored_pair_html(ctx: LabContext, entries: list[EngineEntry]) -> str:
 def against_html(base: str, found: list, best) -> str:
     """Several stored columns against the first: each one's Δ score [interval], verdict in words, and every
     column's P(best) and expected regret."""
-    from lab.store.paired import delta_text, verdict_words
+    from lab.analysis.run_pairs import delta_text, verdict_words
 
     chance = dict(zip(best.run_ids, zip(best.p_best, best.expected_regret)))
 

@@ -3,16 +3,16 @@ the CLI prints (`compare --json`, `results series show`), a Triage slice's page,
 
 They only read the store, as a visitor of a public deployment may; a run is named as everywhere in the lab
 (its id, display name, result file name or a published run's name). Statistics are computed outside the
-store's lock, from the comparisons every surface shares (lab.store.stats_cache.shared)."""
+store's lock, from the comparisons every surface shares (lab.analysis.cache.shared)."""
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlsplit
 
 from lab.errors import LabError
-from lab.store.paired import compare_loaded, load_run, resample_setting
+from lab.analysis.run_pairs import compare_loaded, load_run, resample_setting
 from lab.store.run_lookup import find_run
-from lab.store.stats_cache import shared
+from lab.analysis.cache import shared
 from lab.triage import SliceSpec, count_slice, slice_steps
 from lab.ui.mcp.answers import answer, cut, records, refusal
 from lab.workspace import LabContext
@@ -105,7 +105,7 @@ def series_table(ctx: LabContext, series: str = "") -> str:
         {"series_names": [...]} for an empty name
     """
     from lab.store.series import series_frame
-    from lab.store.series_stats import adjustment_note, series_table as table_of
+    from lab.analysis.series_judgement import adjustment_note, series_table as table_of
 
     try:
         if not str(series or "").strip():
@@ -120,7 +120,7 @@ def series_table(ctx: LabContext, series: str = "") -> str:
 
 
 def _series(ctx: LabContext, name: str):
-    from lab.store.series_stats import series_stats
+    from lab.analysis.series_judgement import series_stats
 
     # as the Triage series view reads it: under the store's lock to read, computed outside it, kept for everybody
     return series_stats(_store(ctx), name, hold=ctx.store_session)

@@ -73,10 +73,10 @@ def series_figure(ctx: LabContext, draw: Callable[..., Any], series: Any, which:
     (the plot picked)."""
     if not isinstance(series, str) or not series:
         return draw(ctx, which, scope, text)
-    from lab.store.series_figures import series_stats_figure
-    from lab.store.series_stats import series_stats
+    from lab.figures.series import series_stats_figure
+    from lab.analysis.series_judgement import series_stats
 
-    try:  # computed outside the store's lock, kept for everybody (lab.store.stats_cache)
+    try:  # computed outside the store's lock, kept for everybody (lab.analysis.cache)
         return series_stats_figure(series_stats(ctx.store, series, hold=ctx.store_session, admit=ctx.stats_admission))
     except LabError as exc:
         gr.Warning(str(exc))

@@ -40,8 +40,8 @@ def leaderboard_frame(ctx: LabContext, first56: bool, text: str = "", sort: str 
 def leaderboard_view(ctx: LabContext, first56: bool, text: str = "", sort: str = "score",
                      baseline: str | None = None) -> tuple[pd.DataFrame, str]:
     """The leaderboard frame with each row's per-step rank range (and, against a baseline, its Δ score
-    and verdict; lab.store.leaderboard_stats), and the line saying what those intervals are."""
-    from lab.store.leaderboard_stats import check_baseline, leaderboard_rows, with_comparisons
+    and verdict; lab.analysis.leaderboard), and the line saying what those intervals are."""
+    from lab.analysis.leaderboard import check_baseline, leaderboard_rows, with_comparisons
 
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
@@ -68,7 +68,7 @@ def stats_note_html(note: str) -> str:
 
 def baseline_options(ctx: LabContext) -> list[tuple[str, str]]:
     """The baseline picker's runs (every stored run with per-step answers)."""
-    from lab.store.leaderboard_stats import baseline_choices
+    from lab.analysis.leaderboard import baseline_choices
 
     if ctx.store is None:
         return []
@@ -93,11 +93,11 @@ def equiv_pending_rows(df: pd.DataFrame) -> int:
 
 
 def plot_registry() -> dict[str, Callable[[Any, bool], Any]]:
-    """Plot name -> function(store, first56) from lab.store.plots (empty when it is absent)."""
+    """Plot name -> function(store, first56) from lab.figures.plots (empty when it is absent)."""
     try:
-        plots = importlib.import_module("lab.store.plots")
+        plots = importlib.import_module("lab.figures.plots")
     except ImportError as exc:
-        if exc.name and "lab.store.plots".startswith(exc.name):
+        if exc.name and "lab.figures.plots".startswith(exc.name):
             return {}
         raise
     registry = getattr(plots, "PLOTS", None)
@@ -225,7 +225,7 @@ def build_results_tab(ctx: LabContext, open_in_compare, published_panel: Callabl
         if plots:
             plot = gr.Plot(elem_id="lab-results-plot", label="plot")
         else:
-            gr.HTML('<div class="lab-muted">plots appear here once lab/store/plots.py provides PLOTS</div>')
+            gr.HTML('<div class="lab-muted">plots appear here once lab/figures/plots.py provides PLOTS</div>')
 
     inputs = [scope, text, sort, baseline]
     refresh, draw = bind(refresh_leaderboard, ctx), bind(series_figure, ctx, show_plot)  # a series picked, or the plot

@@ -1,4 +1,4 @@
-"""A paired comparison (lab.store.paired.RunComparison) as HTML: the verdict line for the score, the line of
+"""A paired comparison (lab.analysis.run_pairs.RunComparison) as HTML: the verdict line for the score, the line of
 settings the two runs differ in, what would give an interval where there is none, and a small table of every
 metric's difference with its 95 % interval and the steps improved, regressed and unchanged. Triage's
 baseline vs candidate and Compare's stored columns show the same block."""
@@ -10,8 +10,8 @@ VERDICT_CLASS = {"better": "lab-pair-better", "worse": "lab-pair-worse"}
 
 
 def comparison_html(comparison, headline_metric: str = "score", elem_id: str = "") -> str:
-    """The block for one baseline/candidate pair (`comparison` from lab.store.paired)."""
-    from lab.store.paired import delta_text, load_metrics, mde_text, summary_line
+    """The block for one baseline/candidate pair (`comparison` from lab.analysis.run_pairs)."""
+    from lab.analysis.run_pairs import delta_text, load_metrics, mde_text, summary_line
 
     metrics = load_metrics()
     head = comparison.get(headline_metric)
@@ -56,7 +56,7 @@ def settings_html(settings) -> str:
 
 def hint_html(diff) -> str:
     """What would give `diff` its interval, where it has none for too few common steps or tasks ("" else)."""
-    from lab.store.interval_hint import hint_for
+    from lab.analysis.interval_hint import hint_for
 
     hint = hint_for(diff)
     return f'<div class="lab-pair-hint lab-muted">{esc(hint)}</div>' if hint else ""

@@ -1,5 +1,5 @@
 """Triage's baseline vs candidate: the run-level comparison with its intervals above the step table, and
-the tasks that carry the difference (lab.store.paired)."""
+the tasks that carry the difference (lab.analysis.run_pairs)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -10,8 +10,8 @@ from lab.ui.shell.paired_html import comparison_html
 
 def paired_view(ctx: LabContext, baseline: str, candidate: str) -> tuple[str, pd.DataFrame]:
     """(header HTML, per-task shares of the score difference) for two stored runs (LabError passes up)."""
-    from lab.store.paired import task_breakdown
-    from lab.store.stats_views import pair_comparison
+    from lab.analysis.run_pairs import task_breakdown
+    from lab.analysis.shared_views import pair_comparison
 
     comparison = pair_comparison(ctx.store, baseline, candidate, hold=ctx.store_session, admit=ctx.pair_admission)
     return comparison_html(comparison, elem_id="triage-pair"), task_breakdown(comparison, "score")

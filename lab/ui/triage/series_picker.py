@@ -1,5 +1,5 @@
 """Triage: pick a checkpoint series for the flip table and see it point by point against its first point
-(score and reference NLL over all steps, each bucket and a saved slice, with intervals; lab.store.series_stats),
+(score and reference NLL over all steps, each bucket and a saved slice, with intervals; lab.analysis.series_judgement),
 and place any run in a series at a given position (the base model at 0)."""
 from __future__ import annotations
 
@@ -85,9 +85,9 @@ def build_series_picker(ctx: LabContext) -> SeriesPanel:
 
 def series_view(ctx: LabContext, name: str, slice_name: str | None):
     """(run ids in order, figure, note HTML, table) of series `name` (LabError for a bad series or slice)."""
-    from lab.store.series_figures import series_stats_figure
-    from lab.store.series_stats import adjustment_note, series_stats, series_table
-    from lab.store.stats_cache import shared
+    from lab.figures.series import series_stats_figure
+    from lab.analysis.series_judgement import adjustment_note, series_stats, series_table
+    from lab.analysis.cache import shared
     from lab.triage.series_slices import slice_step_keys
 
     with ctx.store_session() as store:

@@ -2,8 +2,8 @@
 statistically tied (rank ranges on the same steps), and, against a baseline the user picks, each row's
 Δ score with its simultaneous interval, its minimum detectable effect, a verdict, and each row's chance of
 being the best of the rows judged together with its expected regret. Rows without per-step data say so, never
-an interval. Computed from the store's StatsTable (lab.store.stats_judge, the same figures as lab.store.paired)
-and shared by every visitor until the store changes (lab.store.stats_cache): the store's lock (`hold`) is
+an interval. Computed from the store's StatsTable (lab.analysis.judge, the same figures as lab.analysis.run_pairs)
+and shared by every visitor until the store changes (lab.analysis.cache): the store's lock (`hold`) is
 taken to read, never to compute."""
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from lab.errors import LabError
 from lab.scoring.paired import load_settings
 from lab.scoring.ranking import Ranking, rank_ties
 from lab.store.db import Store
-from lab.store.interval_hint import hint_for, interval_hint
-from lab.store.paired import delta_text, metric_spec, settings_between, verdict_cell
-from lab.store.stats_cache import Admit, shared, stats_table
-from lab.store.stats_judge import against, chances
-from lab.store.stats_table import Hold, StatsTable
+from lab.analysis.interval_hint import hint_for, interval_hint
+from lab.analysis.run_pairs import delta_text, metric_spec, settings_between, verdict_cell
+from lab.analysis.cache import Admit, shared, stats_table
+from lab.analysis.judge import against, chances
+from lab.analysis.run_matrix import Hold, StatsTable
 
 NO_STEPS = "no per-step data"
 BASELINE = "baseline"
@@ -143,7 +143,7 @@ class BaselineColumns:
     regret: list[str]
     label: str
     best_note: str = ""
-    hint: str = ""  # what would give the rows without an interval theirs (lab.store.interval_hint)
+    hint: str = ""  # what would give the rows without an interval theirs (lab.analysis.interval_hint)
 
 
 def _against_baseline(table: StatsTable, baseline: str, others: list[str], resamples: int | None,

@@ -1,4 +1,4 @@
-"""The statistics from the store's matrix (lab.store.stats_judge) are the per-run path's (lab.store.paired)
+"""The statistics from the store's matrix (lab.analysis.judge) are the per-run path's (lab.analysis.run_pairs)
 figures: runs whose step sets differ (a prefix, steps missing here and there), runs with several answers per step
 (the two-level bootstrap), the reference NLL (a ratio with its own weights), notes for runs that cannot be
 compared, parts of the steps; each judged run's P(best); the kept results and their admission."""
@@ -11,14 +11,14 @@ import pytest
 
 from lab.errors import LabError
 from lab.scoring.ranking import rank_ties
-from lab.store import stats_cache
+from lab.analysis import cache as stats_cache
 from lab.store.importer import import_path
 from lab.store.opening import open_store
-from lab.store.paired import (
+from lab.analysis.run_pairs import (
     compare_against_loaded, compare_loaded, load_run, metric_spec, step_values, task_numbering,
 )
-from lab.store.stats_judge import against, chances
-from lab.store.stats_table import read_table, table_of
+from lab.analysis.judge import against, chances
+from lab.analysis.run_matrix import read_table, table_of
 from tests.helpers_paired import reference_file, variant, write
 from tests.helpers_store import make_results_dir
 
@@ -97,7 +97,7 @@ def test_a_part_of_the_steps_and_pairwise_intervals_are_the_per_run_path(lab):
 def test_the_ranking_is_the_one_the_runs_give(lab):
     """Results' per-step ranks from the matrix: the runs on the same steps ranked as rank_ties ranks them from
     the loaded runs (answers averaged per step)."""
-    from lab.store.leaderboard_stats import _tie_groups
+    from lab.analysis.leaderboard import _tie_groups
 
     store, ids, _ = lab
     members = sorted(ids[n] for n in ("base", "better", "same", "sampled", "sampled2"))
@@ -143,7 +143,7 @@ def test_runs_loaded_from_several_stores_make_the_same_table(lab):
 def test_results_are_kept_for_everybody_until_the_store_changes(lab, tmp_path):
     """Asked twice, a comparison is computed once (and admitted once); a new run in the store is a new
     generation: computed again, with the new run in it."""
-    from lab.store.leaderboard_stats import baseline_columns
+    from lab.analysis.leaderboard import baseline_columns
 
     store, ids, results = lab
     stats_cache.clear()

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab.store.figures import empty_figure, finish, scatter_by_family, short_unique_labels, unique_labels
+from lab.figures.style import empty_figure, finish, scatter_by_family, short_unique_labels, unique_labels
 
 TITLE = "equiv F1 (not the published score) vs harness F1"
 PENDING_TEXT = "equiv pending"

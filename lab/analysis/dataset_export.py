@@ -19,7 +19,7 @@ from lab.store.dataset.card import card_text
 from lab.store.dataset.layout import CARD, data_path, unique_names
 from lab.store.dataset.rows import ExportedRun, run_rows, with_metadata
 from lab.store.db import Store
-from lab.store.paired import compare_loaded, delta_text, load_run
+from lab.analysis.run_pairs import compare_loaded, delta_text, load_run
 from lab.store.run_lookup import find_run
 
 

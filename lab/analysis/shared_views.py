@@ -1,5 +1,5 @@
 """The statistics Compare and Triage show, from the store's StatsTable and kept for every visitor until the store
-changes (lab.store.stats_cache): a pair of runs on every metric, and several runs against the first with each
+changes (lab.analysis.cache): a pair of runs on every metric, and several runs against the first with each
 one's chance of being the best. The store's lock (`hold`) is taken to read only; `admit` is entered around a
 computation nobody has made yet (a public lab's per-visitor limits)."""
 from __future__ import annotations
@@ -8,15 +8,15 @@ from contextlib import nullcontext
 from typing import Sequence
 
 from lab.store.db import Store
-from lab.store.paired import AgainstBaseline, RunComparison, compare_loaded
-from lab.store.stats_cache import Admit, shared, stats_table
-from lab.store.stats_judge import Chances, against, chances
-from lab.store.stats_table import Hold
+from lab.analysis.run_pairs import AgainstBaseline, RunComparison, compare_loaded
+from lab.analysis.cache import Admit, shared, stats_table
+from lab.analysis.judge import Chances, against, chances
+from lab.analysis.run_matrix import Hold
 
 
 def pair_comparison(store: Store, baseline: str, candidate: str, *, hold: Hold = nullcontext,
                     admit: Admit = nullcontext, resamples: int | None = None, seed: int | None = None) -> RunComparison:
-    """Two stored runs on every metric (lab.store.paired.compare_loaded; LabError for a run the store lacks)."""
+    """Two stored runs on every metric (lab.analysis.run_pairs.compare_loaded; LabError for a run the store lacks)."""
     table = stats_table(store, hold)
     table.index(baseline), table.index(candidate)
 

@@ -10,9 +10,9 @@ import pytest
 from lab.errors import LabError
 from lab.store.opening import open_store
 from lab.store.series import series_frame
-from lab.store.series_figures import series_stats_figure
+from lab.figures.series import series_stats_figure
 from lab.store.series_members import join_series, leave_series
-from lab.store.series_stats import (
+from lab.analysis.series_judgement import (
     ALL_STEPS, NO_NLL, lead_text, series_stats, series_table,
 )
 from lab.triage import SliceSpec, save_slice

@@ -110,7 +110,7 @@ def test_an_unknown_setting_name_is_refused_by_the_parser(files, capsys):
 
 def test_any_other_error_exits_2_never_1(files, capsys, monkeypatch):
     """Whatever breaks inside the comparison, a CI step never reads it as "worse"."""
-    import lab.store.paired as paired
+    import lab.analysis.run_pairs as paired
 
     def broken(*args, **kwargs):
         raise ValueError("something inside broke")

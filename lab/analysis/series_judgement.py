@@ -4,11 +4,11 @@ trained on vs held out), each checkpoint's difference from the first with a 95 %
 the series and its minimum detectable effect, each checkpoint's chance of being the best with its expected
 regret (all steps, score), and the best checkpoint's lead over the runner-up with its interval.
 
-Computed from the store's StatsTable (lab.store.stats_judge: the figures of lab.store.paired, as matrix
-products) and kept for every visitor until the store changes (lab.store.stats_cache); the store's lock
+Computed from the store's StatsTable (lab.analysis.judge: the figures of lab.analysis.run_pairs, as matrix
+products) and kept for every visitor until the store changes (lab.analysis.cache); the store's lock
 (`hold`) is taken to read only.
 
-The plot: lab.store.series_figures.
+The plot: lab.figures.series.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import pandas as pd
 from lab.errors import LabError
 from lab.store.db import Store
 from lab.scoring.paired import Difference
-from lab.store.interval_hint import hint_for
-from lab.store.paired import AgainstBaseline, delta_text, metric_spec, mde_text, verdict_cell, verdict_words
+from lab.analysis.interval_hint import hint_for
+from lab.analysis.run_pairs import AgainstBaseline, delta_text, metric_spec, mde_text, verdict_cell, verdict_words
 from lab.store.series import series_frame
-from lab.store.stats_cache import Admit, shared, stats_table
-from lab.store.stats_judge import Chances, against, chances
-from lab.store.stats_table import Hold, StatsTable
+from lab.analysis.cache import Admit, shared, stats_table
+from lab.analysis.judge import Chances, against, chances
+from lab.analysis.run_matrix import Hold, StatsTable
 
 BUCKETS = ("early", "mid", "late")
 ALL_STEPS = "all steps"
@@ -237,3 +237,15 @@ def adjustment_note(stats: SeriesStats) -> str:
             "point's steps, expected regret: the points picking it gives up on average"
             + (f" ({chance})" if chance else "") + "; lower reference NLL = the reference is likelier. "
             "Best vs runner-up: " + lead_text(stats) + (f" ({stats.lead_note})" if stats.lead_note else ""))
+
+
+def print_series(store: Store, series: str) -> int:
+    """`results series show SERIES`: the series table as CSV, then its notes as `#` lines."""
+    import sys
+
+    stats = series_stats(store, series)
+    series_table(stats).to_csv(sys.stdout, index=False)
+    print(f"# {adjustment_note(stats)}")
+    for note in stats.notes:
+        print(f"# {note}")
+    return 0

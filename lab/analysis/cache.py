@@ -22,7 +22,7 @@ from typing import Any, Callable, ContextManager
 import cachetools
 
 from lab.store.db import Store
-from lab.store.stats_table import Hold, StatsTable, read_table
+from lab.analysis.run_matrix import Hold, StatsTable, read_table
 
 Admit = Callable[[], ContextManager]
 CACHE_SIZE = 100_000  # comparisons kept (a baseline against 1,000 runs is 1,000 of them; the matrix counts 1)

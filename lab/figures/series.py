@@ -1,7 +1,7 @@
 """The checkpoint-series plot, one for every surface (Triage's series view, Results' plot): on the
 checkpoints' own steps, with intervals and each checkpoint's chance of being the best.
 
-One series (lab.store.series_stats): the score with the reference NLL on its own, labelled axis; under it each
+One series (lab.analysis.series_judgement): the score with the reference NLL on its own, labelled axis; under it each
 checkpoint's Δ score from the first point with its simultaneous 95 % interval; under that each checkpoint's
 P(best). It says so where the reference NLL is not recorded; a checkpoint without a score is a gap, never a 0.
 Several series (Results, before a filter leaves one): one line each, every checkpoint with the interval of its
@@ -19,11 +19,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab.store.db import Store
-from lab.store.paired import delta_text, mde_text, verdict_cell
+from lab.analysis.run_pairs import delta_text, mde_text, verdict_cell
 from lab.store.series import named_rows, series_frame, series_plot
-from lab.store.series_stats import NO_NLL, SeriesStats, best_text, lead_text, series_stats
-from lab.store.stats_cache import Admit, shared
-from lab.store.stats_table import Hold
+from lab.analysis.series_judgement import NO_NLL, SeriesStats, best_text, lead_text, series_stats
+from lab.analysis.cache import Admit, shared
+from lab.analysis.run_matrix import Hold
 
 MAX_TICKS = 12
 

@@ -1,6 +1,6 @@
 """`python -m lab plan BASELINE CANDIDATE`: how big a difference this comparison can see, where its variance comes
 from (between tasks, between the steps of a task, between the answers of a step) and what more answers per step
-or more tasks would detect (lab.store.plan). The runs are given as to `compare`: result files, runs of the store,
+or more tasks would detect (lab.analysis.plan). The runs are given as to `compare`: result files, runs of the store,
 or fetched published runs."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from lab.store.compare_cli import PublishedPath, _check_replay, _settings, load_runs
+from lab.analysis.compare_cli import PublishedPath, _check_replay, _settings, load_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from lab.store.paired import load_metrics
+    from lab.analysis.run_pairs import load_metrics
 
     parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
     parser.add_argument("candidate", metavar="CANDIDATE", help="the run compared with the baseline (same kinds)")
@@ -39,7 +39,7 @@ def _as_dict(plan) -> dict:
 
 
 def _text(plan) -> str:
-    from lab.store.paired import delta_text, detectable_unit, metric_spec, verdict_words
+    from lab.analysis.run_pairs import delta_text, detectable_unit, metric_spec, verdict_words
 
     spec = metric_spec(plan.metric)
     unit, digits = detectable_unit(spec)
@@ -66,8 +66,8 @@ def _text(plan) -> str:
 
 def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -> int:
     """Print the plan for the two runs."""
-    from lab.store.paired import resample_setting
-    from lab.store.plan import plan_pair
+    from lab.analysis.run_pairs import resample_setting
+    from lab.analysis.plan import plan_pair
 
     resamples = resample_setting(args.resamples)
     _check_replay(args.replay)

@@ -1,4 +1,4 @@
-"""Stored runs compared (lab.store.paired) on their common steps, one way for every surface: the run-level
+"""Stored runs compared (lab.analysis.run_pairs) on their common steps, one way for every surface: the run-level
 figures are the store's own, the reference NLL is a lower-is-better ratio, sampled runs resample their answers,
 the Results table gets ranks, Δ and verdicts, and published rows without per-step data say so."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 
 from lab.errors import LabError
 from lab.store.importer import import_path
-from lab.store.leaderboard_stats import (
+from lab.analysis.leaderboard import (
     DELTA_COLUMN, NO_STEPS, TIES_COLUMN, VERDICT_COLUMN, check_baseline, row_runs, with_comparisons,
 )
 from lab.store.opening import open_store
-from lab.store.paired import compare_against, compare_runs, summary_line, task_breakdown
+from lab.analysis.run_pairs import compare_against, compare_runs, summary_line, task_breakdown
 from lab.published.links import link_published
 from lab.store import queries
 from tests.helpers_paired import reference_file, variant, write

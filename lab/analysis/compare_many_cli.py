@@ -12,16 +12,16 @@ import argparse
 import json
 
 from lab.errors import LabError
-from lab.store.paired import RunSteps, _finite, delta_text, load_metrics, mde_text, verdict_words
-from lab.store.stats_judge import against, chances
-from lab.store.stats_table import table_of
+from lab.analysis.run_pairs import RunSteps, _finite, delta_text, load_metrics, mde_text, verdict_words
+from lab.analysis.judge import against, chances
+from lab.analysis.run_matrix import table_of
 
 EXIT_WORSE = 1
 
 
 def judged(runs: list[RunSteps], metric: str, resamples: int, seed: int | None) -> tuple[dict, list]:
     """The JSON of several runs judged together (see the module), and each candidate against the baseline
-    (lab.store.paired.AgainstBaseline)."""
+    (lab.analysis.run_pairs.AgainstBaseline)."""
     table = table_of(runs)
     ids = [r.run_id for r in runs]
     found = against(table, ids[0], ids[1:], metric, resamples=resamples, seed=seed)

@@ -1,11 +1,11 @@
 """One baseline against many stored runs, and each run's chance of being the best, from the store's StatsTable
-(lab.store.stats_table) by matrix products (lab.scoring.paired_matrix): the same differences, intervals and
-MDEs lab.store.paired.compare_against_loaded gives (tests/store/test_stats_judge.py holds them equal), at a
+(lab.analysis.run_matrix) by matrix products (lab.scoring.paired_matrix): the same differences, intervals and
+MDEs lab.analysis.run_pairs.compare_against_loaded gives (tests/analysis/test_stats_judge.py holds them equal), at a
 fraction of the cost.
 
 A comparison is on the steps both runs have the metric for (within a part of the steps when given); the tasks
 drawn are those the comparisons judged together hold, numbered in the store's task order, so the draws are
-the ones lab.store.paired makes. Comparisons with a run that has several answers per step take the two-level
+the ones lab.analysis.run_pairs makes. Comparisons with a run that has several answers per step take the two-level
 bootstrap of lab.scoring.paired.replicates (slower; the results are cached all the same).
 """
 from __future__ import annotations
@@ -25,10 +25,10 @@ from lab.scoring.paired import (
     Difference, PairedMetric, _settings, pairwise_differences, replicates, simultaneous_differences, summarize,
     task_counts, task_draws, too_few,
 )
-from lab.store.paired import (
+from lab.analysis.run_pairs import (
     AgainstBaseline, RunSteps, _equiv_note, check_comparable, metric_spec, paired_metric, settings_between,
 )
-from lab.store.stats_table import StatsTable
+from lab.analysis.run_matrix import StatsTable
 
 _draws: cachetools.LRUCache = cachetools.LRUCache(maxsize=8)
 _draws_lock = threading.Lock()
@@ -54,7 +54,7 @@ def _light(table: StatsTable, i: int) -> RunSteps:
 
 def _note(table: StatsTable, spec, b: int, c: int, have: np.ndarray) -> str:
     """Why run c cannot be compared with baseline b at all on this metric ("" when it can), in
-    lab.store.paired.paired_metric's words."""
+    lab.analysis.run_pairs.paired_metric's words."""
     if table.legacy(b) != table.legacy(c):
         try:
             check_comparable(_light(table, b), _light(table, c))
@@ -98,7 +98,7 @@ def _plan(table: StatsTable, spec, b: int, cands: Sequence[int], keys) -> _Plan:
 
 
 def _two_level_metric(table: StatsTable, spec, b: int, c: int, keys) -> PairedMetric:
-    """The PairedMetric lab.store.paired builds for this pair (answers and all), in the store's task numbering."""
+    """The PairedMetric lab.analysis.run_pairs builds for this pair (answers and all), in the store's task numbering."""
     index = {t: i for i, t in enumerate(table.task_ids)}
     metric, _ = paired_metric(table.run_steps(table.run_ids[b]), table.run_steps(table.run_ids[c]), spec, index, keys)
     return metric
@@ -107,7 +107,7 @@ def _two_level_metric(table: StatsTable, spec, b: int, c: int, keys) -> PairedMe
 def against(table: StatsTable, baseline: str, candidates: Sequence[str], metric: str = "score", step_keys=None, *,
             simultaneous: bool = True, resamples: int | None = None, seed: int | None = None) -> list[AgainstBaseline]:
     """`baseline` against each of `candidates` on `metric` (within `step_keys`): simultaneous 95 % intervals
-    (max-T) as lab.store.paired.compare_against_loaded gives them, or each its own (pairwise)."""
+    (max-T) as lab.analysis.run_pairs.compare_against_loaded gives them, or each its own (pairwise)."""
     settings, resamples, seed = _settings(resamples, seed, None)
     spec = metric_spec(metric)
     b, cands = table.index(baseline), [table.index(c) for c in candidates]

@@ -10,10 +10,10 @@ from plotly.subplots import make_subplots
 
 from lab.store import queries
 from lab.store.db import Store
-from lab.store.equiv_plots import equiv_vs_f1_figure
+from lab.figures.equiv import equiv_vs_f1_figure
 from lab.store.short_labels import short_labels
-from lab.store.stats_table import Hold
-from lab.store.figures import (
+from lab.analysis.run_matrix import Hold
+from lab.figures.style import (
     empty_figure, family_color, finish, hover_data, scatter_by_family, style, training_symbol,
     unique_labels,
 )
@@ -254,7 +254,7 @@ PLOTS: dict[str, Callable[..., go.Figure]] = {
     "equiv_vs_f1": _plot("equiv_vs_f1"),
 }
 
-from lab.store.series_figures import series_plot_with_intervals  # noqa: E402 - registered last: the store's runs only
+from lab.figures.series import series_plot_with_intervals  # noqa: E402 - registered last: the store's runs only
 
 # one series plot: the store's series with intervals and P(best), else the leaderboard's checkpoint rows
 PLOTS["checkpoint_series"] = series_plot_with_intervals

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 
 from lab.store import import_path, open_store
-from lab.store import plots as P
+from lab.figures import plots as P
 from lab.store import queries as q
 from tests.helpers_store import make_results_dir, write_json
 

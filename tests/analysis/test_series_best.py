@@ -12,9 +12,9 @@ import pytest
 
 from lab.cli import main
 from lab.store.opening import open_store
-from lab.store.plots import PLOTS
-from lab.store.series_figures import series_stats_figure
-from lab.store.series_stats import ALL_STEPS, lead_text, series_stats, series_table
+from lab.figures.plots import PLOTS
+from lab.figures.series import series_stats_figure
+from lab.analysis.series_judgement import ALL_STEPS, lead_text, series_stats, series_table
 from tests.helpers_paired import variant, write
 from tests.helpers_store import make_results_dir
 

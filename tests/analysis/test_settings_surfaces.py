@@ -1,7 +1,7 @@
 """Every surface that compares runs shows the settings they differ in beside the Δ, and where there is no
 interval what would give one (issue 51; issue 56 item 1): Triage's and Compare's block (lab.ui.shell.paired_html),
-Compare with several stored columns, Results against a baseline (lab.store.leaderboard_stats) and the series
-(lab.store.series_stats). Values from result files are text, escaped where HTML shows them."""
+Compare with several stored columns, Results against a baseline (lab.analysis.leaderboard) and the series
+(lab.analysis.series_judgement). Values from result files are text, escaped where HTML shows them."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from lab.settings import Settings
-from lab.store.paired import compare_runs
+from lab.analysis.run_pairs import compare_runs
 from tests.helpers_paired import variant, write
 from tests.helpers_store import make_results_dir
 from tests.paths import EXCERPT
@@ -90,7 +90,7 @@ def test_compare_with_several_stored_columns(ctx):
 
 def test_results_against_a_baseline(ctx):
     from lab.store import queries
-    from lab.store.leaderboard_stats import SETTINGS_COLUMN, with_comparisons
+    from lab.analysis.leaderboard import SETTINGS_COLUMN, with_comparisons
 
     base = rid(ctx, "base")
     with ctx._store_lock:
@@ -110,7 +110,7 @@ def test_results_against_a_baseline(ctx):
 def test_the_series_table_and_notes(ctx):
     from lab.store.series_members import join_series
     from lab.store.series import series_frame
-    from lab.store.series_stats import series_stats, series_table
+    from lab.analysis.series_judgement import series_stats, series_table
 
     ids = [(rid(ctx, name), at) for name, at in (("base", 0), ("hot", 1), ("tiny", 2))]
     with ctx._store_lock:
@@ -131,7 +131,7 @@ def test_results_without_a_baseline_say_what_would_rank_the_runs(tmp_path):
     """On the excerpt every lab run has fewer than 30 steps: the per-step rank column cannot rank them, and the
     line under the table says what would."""
     from lab.store import queries
-    from lab.store.leaderboard_stats import TIES_COLUMN, with_comparisons
+    from lab.analysis.leaderboard import TIES_COLUMN, with_comparisons
     from lab.store.opening import open_store
 
     results = make_results_dir(tmp_path)

@@ -1,7 +1,7 @@
 """How big a difference could this pair of runs see with more answers per step or more tasks? The planner behind
 `python -m lab plan BASELINE CANDIDATE`.
 
-It compares the runs as `compare` does (lab.store.paired, the pairwise interval and its MDE), then splits the
+It compares the runs as `compare` does (lab.analysis.run_pairs, the pairwise interval and its MDE), then splits the
 paired difference's variance into between tasks, between the steps of a task and between the answers of a step
 (lab.scoring.power.split_variance, on each step's difference linearised for a ratio metric; the answers' spread
 is each run's pooled within-step variance, known only for runs replayed with `--samples`). The detectable
@@ -22,7 +22,7 @@ import numpy as np
 from lab.errors import LabError
 from lab.scoring.paired import Difference, PairedMetric, expanded_alpha, load_settings
 from lab.scoring.power import VarianceParts, critical_value, split_variance, z_power
-from lab.store.paired import RunSteps, compare_loaded, metric_spec, paired_metric, task_numbering
+from lab.analysis.run_pairs import RunSteps, compare_loaded, metric_spec, paired_metric, task_numbering
 
 ANSWERS = (1, 2, 4, 8)
 TASK_FACTORS = (2, 4)

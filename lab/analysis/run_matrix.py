@@ -1,11 +1,11 @@
 """Every stored run's per-step metrics as one matrix, read once per store generation: what the statistics of
-Results, the checkpoint series, Compare and Triage compute from (lab.store.stats_judge), so that a visitor's
+Results, the checkpoint series, Compare and Triage compute from (lab.analysis.judge), so that a visitor's
 click is matrix products over data already in memory instead of a query and a bootstrap per run.
 
 The steps of all runs form one list (the union of their step keys, each with its task and bucket); a run's row
 holds NaN for a step it lacks or a value it did not record, so the runs' different step sets stay exact: each
 comparison takes its own common steps. Runs with several answers per step keep their RunSteps too (the
-two-level bootstrap reads the answers; lab.store.paired.step_values).
+two-level bootstrap reads the answers; lab.analysis.run_pairs.step_values).
 
 Reading takes the store's lock (the `hold` the caller passes); building the matrices does not.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from lab.errors import LabError
 from lab.store.db import Store
-from lab.store.paired import LEGACY, MetricSpec, RunSteps, load_metrics, load_run, settings_of, step_values
+from lab.analysis.run_pairs import LEGACY, MetricSpec, RunSteps, load_metrics, load_run, settings_of, step_values
 
 Hold = Callable[[], ContextManager]
 RUNS_SQL = "SELECT run_id, display_name, scoring_version, coalesce(equiv_state, '') FROM runs ORDER BY run_id"
@@ -100,7 +100,7 @@ class StatsTable:
         return out
 
     def run_steps(self, run_id: str) -> RunSteps:
-        """The run as lab.store.paired.load_run gives it (for the two-level path)."""
+        """The run as lab.analysis.run_pairs.load_run gives it (for the two-level path)."""
         if run_id in self.loaded:
             return self.loaded[run_id]
         import pandas as pd
@@ -179,7 +179,7 @@ def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
 
 
 def table_of(runs: Sequence[RunSteps]) -> StatsTable:
-    """A StatsTable of runs already loaded (lab.store.paired.load_run; they may come from several stores, as
+    """A StatsTable of runs already loaded (lab.analysis.run_pairs.load_run; they may come from several stores, as
     `compare`'s result files and stored runs do). LabError when a run is given twice."""
     ids = [r.run_id for r in runs]
     twice = sorted({r for r in ids if ids.count(r) > 1})

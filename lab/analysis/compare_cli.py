@@ -2,7 +2,7 @@
 
 Each run is a result file, a run of the lab's store (run id, display name or stored path) or a published
 run (catalogue key or file name; fetched with `python -m lab data published fetch`). Prints each metric's
-difference with its 95 % interval (a paired bootstrap over tasks, lab.store.paired) and the settings the two
+difference with its 95 % interval (a paired bootstrap over tasks, lab.analysis.run_pairs) and the settings the two
 runs differ in (lab.resultfiles.run_settings).
 
 Without --max-drop it is a look: exit 0 whatever it finds. With --max-drop it is a gate for CI jobs and
@@ -31,7 +31,7 @@ PublishedPath = Callable[[str, Settings], str | None]  # ref, settings -> a publ
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from lab.resultfiles.run_settings import answer_changing_names
-    from lab.store.paired import load_metrics
+    from lab.analysis.run_pairs import load_metrics
 
     parser.add_argument("baseline", metavar="BASELINE", help="result file, run id or name in the store, or published run")
     parser.add_argument("candidate", metavar="CANDIDATE", help="the run compared with the baseline (same kinds)")
@@ -86,7 +86,7 @@ def _load_file(ref: str, stack: ExitStack, opened: dict, replay: str | None = No
     """A result file's run, imported into a store of its own in a temporary folder (the lab's store is
     left alone)."""
     from lab.store.importer import import_path, run_id_of
-    from lab.store.paired import load_run
+    from lab.analysis.run_pairs import load_run
 
     path = Path(ref)
     if "files" not in opened:
@@ -110,7 +110,7 @@ def _load_file(ref: str, stack: ExitStack, opened: dict, replay: str | None = No
 def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict,
                  published_path: PublishedPath | None):
     from lab.store.equiv_fill import fill_run, refill_stale
-    from lab.store.paired import load_run
+    from lab.analysis.run_pairs import load_run
     from lab.store.run_lookup import find_run
 
     if "store" not in opened:
@@ -128,7 +128,7 @@ def _load_stored(ref: str, settings: Settings, stack: ExitStack, opened: dict,
 
 def load_runs(refs: list[str], settings: Settings, stack: ExitStack, published_path: PublishedPath | None,
               replay: str | None = None) -> list:
-    """Each ref's run (lab.store.paired.RunSteps): result files imported into a store of their own, the rest
+    """Each ref's run (lab.analysis.run_pairs.RunSteps): result files imported into a store of their own, the rest
     looked up in the lab's store or among the fetched published runs."""
     opened: dict = {}
     runs = []
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace, published_path: PublishedPath | None = None) -
 
 
 def _run(args: argparse.Namespace, published_path: PublishedPath | None) -> int:
-    from lab.store.paired import compare_loaded, load_metrics, resample_setting
+    from lab.analysis.run_pairs import compare_loaded, load_metrics, resample_setting
 
     _check_args(args)
     resamples = resample_setting(args.resamples)
@@ -181,7 +181,7 @@ def _run(args: argparse.Namespace, published_path: PublishedPath | None) -> int:
     with ExitStack() as stack:
         runs = load_runs([args.baseline, args.candidate, *args.more], settings, stack, published_path, args.replay)
         if args.more:
-            from lab.store.compare_many_cli import judge_runs
+            from lab.analysis.compare_many_cli import judge_runs
 
             return judge_runs(runs, args, resamples)
         comparison = compare_loaded(runs[0], runs[1], resamples=resamples, seed=args.seed)
@@ -243,8 +243,8 @@ def _no_nan(value):  # pragma: no cover - json calls it only for objects it cann
 
 
 def _table(comparison, metric: str = "score") -> str:
-    from lab.store.interval_hint import hint_for
-    from lab.store.paired import delta_text, load_metrics, mde_text, verdict_words
+    from lab.analysis.interval_hint import hint_for
+    from lab.analysis.run_pairs import delta_text, load_metrics, mde_text, verdict_words
 
     a, b = comparison.baseline, comparison.candidate
     lines = [f"baseline:  {a.label()}", f"candidate: {b.label()}", ""]
