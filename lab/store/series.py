@@ -77,10 +77,12 @@ def series_frame(store: Store, min_runs: int = 2) -> pd.DataFrame:
 
 
 def _by_coverage(frame: pd.DataFrame, totals: pd.Series) -> pd.Series:
-    """Each run's series, those of a series covering fewer steps than its widest runs as `NAME [N/M steps]`."""
+    """Each run's series, those of a series covering fewer steps than its widest runs as `NAME [N/M steps]`: M is
+    the whole the run is counted against or the series' widest, whichever is larger (a subset run chose its 18
+    steps on purpose, yet its series covers 36)."""
     widest = frame.groupby("series")["steps"].transform("max")
     total = frame["run_id"].map(totals)
-    label = [series if steps == most else f"{series} [{steps}/{int(t) if t == t and t else most} steps]"
+    label = [series if steps == most else f"{series} [{steps}/{max(int(t), most) if t == t and t else most} steps]"
              for series, steps, most, t in zip(frame["series"], frame["steps"], widest, total)]
     return pd.Series(label, index=frame.index)
 
