@@ -17,11 +17,11 @@ import atexit
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator
 
+import cachetools
 import duckdb
 
 from lab.errors import LabError
@@ -208,11 +208,11 @@ def _freeze(value: Any) -> Hashable:
 
 
 class ReadCache:
-    """Answers of read queries, valid while the store's generation is unchanged (LRU-bounded)."""
+    """Answers of read queries, valid while the store's generation is unchanged (a `cachetools` LRU map)."""
 
     def __init__(self, capacity: int = 512) -> None:
         self.capacity = capacity
-        self._data: OrderedDict = OrderedDict()
+        self._data: cachetools.LRUCache = cachetools.LRUCache(maxsize=capacity)
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -223,18 +223,14 @@ class ReadCache:
         except TypeError:  # unhashable parameter: do not cache
             return run()
         with self._lock:
-            hit = self._data.get(key)
+            hit = self._data.get(key)  # a hit makes the key the most recent
             if hit is not None and hit[0] == generation:
-                self._data.move_to_end(key)
                 self.hits += 1
                 return hit[1]
         self.misses += 1
         value = run()
         with self._lock:
             self._data[key] = (generation, value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
         return value
 
     def clear(self) -> None:
