@@ -22,11 +22,21 @@ test_env() {
 use_test_env() {
   export VIRTUAL_ENV="$TEST_ENV" PATH="$TEST_ENV/bin:$PATH"
 }
+# Two pytest-xdist workers side by side, in the fast loop as in the full run (LAB_TEST_WORKERS=0: one process).
+# Every core is then busy with a worker: one OpenMP thread per process (torch in the workers, the servers and
+# CLIs they start), instead of one per core spinning against the other worker's (a sixth of the CPU time on a
+# sample of modules). The tests' tiny models gain nothing from a second thread.
+WORKERS="${LAB_TEST_WORKERS:-2}"
+PARALLEL=()
+if [ "$WORKERS" != "0" ]; then
+  PARALLEL=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+fi
 if [ "${1:-}" = "--fast" ]; then
   shift
   test_env
   use_test_env
-  exec python -m pytest "${FAST[@]}" "$@"
+  exec python -m pytest "${PARALLEL[@]}" "${FAST[@]}" "$@"
 fi
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -90,15 +100,6 @@ export LAB_VLLM
 use_test_env
 echo "test.sh: the tests' environment ($TEST_ENV), vLLM's CPU environment (LAB_VLLM=$LAB_VLLM) and the Space" \
      "image's base ready; running the tests" >&2
-# Two pytest-xdist workers side by side: the vLLM tests on one, the Ray tests on the other, every other
-# module beside them, a module's tests on one worker (tests/parallel.py). LAB_TEST_WORKERS=0: one process.
-WORKERS="${LAB_TEST_WORKERS:-2}"
-PARALLEL=()
-if [ "$WORKERS" != "0" ]; then
-  PARALLEL=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
-  # Every core is already busy with a worker: one OpenMP thread per process (torch in the workers, the servers
-  # and CLIs they start), instead of one per core spinning against the other worker's (a sixth of the CPU time
-  # on a sample of modules). The tests' tiny models gain nothing from a second thread.
-  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-fi
+# The workers (above): the vLLM tests on one, the Ray tests on the other, every other
+# module beside them, a module's tests on one worker (tests/parallel.py).
 python -m pytest "${PARALLEL[@]}" --durations=20 "$@"  # the slowest 20 tests, where the suite's time goes
