@@ -313,7 +313,7 @@ class LabContext:
             return entries
         session = self.current_session()
         visible = set(self.sessions.visible([e.name for e in entries], session, by_visitors))
-        return [self._shown_entry(e) for e in entries if e.name in visible]
+        return [self.shown_entry(e) for e in entries if e.name in visible]
 
     def shown_text(self, text: str | None) -> str | None:
         """`text` as visitors may see it: no absolute server paths in public mode."""
@@ -323,7 +323,9 @@ class LabContext:
 
         return redact_paths(text, self.settings)
 
-    def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
+    def shown_entry(self, entry: EngineEntry) -> EngineEntry:
+        """`entry` as a visitor may see it (changed in place): no server command line or flags, and in public mode
+        no absolute server paths."""
         entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
                                                 self.shown_text(entry.notes))
         entry.flags = None  # the server's command line is the owner's
