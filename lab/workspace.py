@@ -6,7 +6,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Hashable, Iterator
+from typing import TYPE_CHECKING, Callable, ContextManager, Generic, Hashable, Iterator, Mapping, Sequence, TypeVar
 
 import cachetools
 
@@ -14,31 +14,45 @@ from lab.data import ReplaySet, load_replay
 from lab.errors import LabError
 from lab.settings import Settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the types of the fields; the workspace imports none of them until it uses them
+    import pandas as pd
+    from plotly.graph_objects import Figure
+
     from lab.engines.common import EngineBase
+    from lab.engines.pool import EnginePool
+    from lab.engines.preset_changes import PresetChange
+    from lab.store.db import Store
+    from lab.store.equiv_filler import EquivFiller
+    from lab.ui.compare.inflight import Inflight
+    from lab.ui.compare.samples_view import SampleSet
+    from lab.ui.compare.step_view import AuditView, EngineView
+    from lab.visitors import SessionEngines, StatsLimits
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
-class LRUCache:
+class LRUCache(Generic[K, V]):
     """A thread-safe LRU map (per-step engine columns, figures): a `cachetools.LRUCache` behind a lock."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._data: cachetools.LRUCache = cachetools.LRUCache(maxsize=capacity)
+        self._data: cachetools.LRUCache[K, V] = cachetools.LRUCache(maxsize=capacity)
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> Any:
+    def get(self, key: K) -> V | None:
         with self._lock:
             return self._data.get(key)  # a hit makes the key the most recent
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: K, value: V) -> None:
         with self._lock:
             self._data[key] = value
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: object) -> bool:
         with self._lock:
             return key in self._data
 
-    def drop(self, predicate: Callable[[Hashable], bool]) -> None:
+    def drop(self, predicate: Callable[[K], bool]) -> None:
         """Remove every key for which `predicate(key)` is true."""
         with self._lock:
             for key in [k for k in self._data if predicate(k)]:
@@ -69,7 +83,7 @@ class EngineEntry:
     context_length: int | None = None
     dtype: str | None = None
     flags: list[str] | None = None  # a managed server's command-line flags (never shown to a public visitor)
-    preset_changes: list | None = None  # lab.engines.preset_changes.PresetChange: what its preset sets vs none
+    preset_changes: list[PresetChange] | None = None  # what its preset sets vs none
     preset_warning: str | None = None  # its checkpoint is not of the preset's family (lab.engines.preset_fit)
 
     @property
@@ -92,25 +106,30 @@ class EngineEntry:
 
 @dataclass
 class LabContext:
-    """Shared state of one running lab."""
+    """Shared state of one running lab: every field is declared here, typed; nothing else is set on it.
+    The store is used through `store_session()` (or `query`), never through its lock."""
 
     settings: Settings
     replay: ReplaySet | None = None
     replay_error: str | None = None
-    pool: Any = None
-    store: Any = None
+    pool: EnginePool | None = None  # the engines (lab.serve builds it); None: a context with no engines
+    store: Store | None = None  # the results database (None until `open_store`, or when it failed)
     store_error: str | None = None
-    views: LRUCache = field(default_factory=LRUCache)
-    audits: LRUCache = field(default_factory=lambda: LRUCache(512))  # (engine, step key) -> AuditView
+    # Compare's caches: (engine, step key) -> its column; ("heatmap", engine, step key) -> the heatmap figure
+    views: LRUCache[tuple[str, ...], EngineView | Figure] = field(default_factory=LRUCache)
+    audits: LRUCache[tuple[str, str], AuditView] = field(default_factory=lambda: LRUCache(512))  # (engine, step key)
+    # Compare's Samples panel: (visitor session, engine name, spec, step key) -> the last SampleSet sampled there
+    sample_sets: LRUCache[tuple[str | None, str, str, str], SampleSet] = field(default_factory=lambda: LRUCache(512))
     startup_warnings: list[str] = field(default_factory=list)
     broken_results: list[tuple[str, str]] = field(default_factory=list)  # (file, why) not imported at start
+    sessions: SessionEngines | None = None  # public mode: visitors' engines per session
+    stats_limits: StatsLimits | None = None  # public mode: how much statistics a visitor may start
+    equiv_filler: EquivFiller | None = None  # fills imported runs' equiv columns in the background
+    inflight: Inflight | None = None  # Compare: answers being generated now, per (engine, step); made on first use
     _keys: list[str] | None = None
     _store_lock: threading.Lock = field(default_factory=threading.Lock)
-    _run_ids: dict = field(default_factory=dict)
-    sessions: Any = None  # lab.visitors.SessionEngines in public mode: visitors' engines per session
-    stats_limits: Any = None  # lab.visitors.StatsLimits in public mode: how much statistics a visitor may start
-    equiv_filler: Any = None  # lab.store.equiv_filler.EquivFiller: fills imported runs' equiv columns
-    inflight: Any = None  # lab.ui.compare.inflight.Inflight: answers being generated now, per (engine, step)
+    _run_ids: dict[tuple[str, int, float], str] = field(default_factory=dict)  # (file, size, mtime) -> run id
+    _known_runs: set[str] = field(default_factory=set)  # run ids once found in the store (they stay: content hashes)
     # who is asking (a visitor's session, its client): none outside a request; the UI passes Gradio's readers
     current_session: Callable[[], str | None] = field(default=no_request, repr=False)
     current_client: Callable[[], str | None] = field(default=no_request, repr=False)
@@ -158,20 +177,22 @@ class LabContext:
         if self.store is None:
             return
         self.store.equiv_contexts = replay_equiv_contexts(self.settings)
-        with self._store_lock:
-            refilled = refill_stale(self.store)
+        with self.store_session() as store:
+            refilled = refill_stale(store)
         if refilled:
             self.kick_equiv()
 
     # --- store -------------------------------------------------------------------------
     @contextmanager
-    def store_session(self) -> Iterator[Any]:
-        """Hold the store for a block of reads or writes (the tabs share one DuckDB connection); yields it.
-        Keep computing out of the block: other visitors wait while it is held."""
+    def store_session(self) -> Iterator[Store]:
+        """Hold the store for a block of reads or writes (the tabs share one DuckDB connection); yields it
+        (LabError saying why when it is not open). Keep computing out of the block: others wait while it is held."""
         with self._store_lock:
+            if self.store is None:
+                raise LabError(self.store_error or "the results database is not open")
             yield self.store
 
-    def stats_admission(self, turn: bool = True) -> ContextManager:
+    def stats_admission(self, turn: bool = True) -> ContextManager[None]:
         """Entered around a statistics computation nobody has made yet: the visitor's limits in public mode
         (lab.visitors.StatsLimits; `turn=False` for one of bounded cost, such as two runs compared), nothing for
         the owner's local lab."""
@@ -179,7 +200,7 @@ class LabContext:
             return nullcontext()
         return self.stats_limits.admit(self.current_client(), turn)
 
-    def pair_admission(self) -> ContextManager:
+    def pair_admission(self) -> ContextManager[None]:
         """stats_admission for two runs compared (Compare's and Triage's run-level block)."""
         return self.stats_admission(turn=False)
 
@@ -217,24 +238,22 @@ class LabContext:
 
         if self.store is None:
             raise LabError(f"saved {path}, but the results database is not open: {self.store_error}")
-        with self._store_lock, self.store.hold():
-            report = import_file(self.store, path)
+        with self.store_session() as store, store.hold():
+            report = import_file(store, path)
         if report.failed:
             name, why = report.failed[0]
             raise LabError(f"saved {name}, but importing it into the results database failed: {why}")
         run_id = run_id_of(Path(path).read_bytes())
         from lab.triage import refresh_step_flags
 
-        with self._store_lock:
-            refresh_step_flags(self.store, [run_id])  # failure kinds and risk flags for triage
+        with self.store_session() as store:
+            refresh_step_flags(store, [run_id])  # failure kinds and risk flags for triage
         return run_id
 
-    def query(self, sql: str, params=None):
+    def query(self, sql: str, params: Sequence[object] | Mapping[str, object] | None = None) -> pd.DataFrame:
         """A parameterized store query (serialized: one DuckDB connection is shared by the tabs)."""
-        if self.store is None:
-            raise LabError(self.store_error or "the results database is not open")
-        with self._store_lock:
-            return self.store.query(sql, params)
+        with self.store_session() as store:
+            return store.query(sql, params)
 
     def run_path(self, run_id: str) -> str:
         """The result file of a stored run (LabError when the run has none)."""
@@ -257,13 +276,13 @@ class LabContext:
             if key not in self._run_ids:
                 self._run_ids[key] = run_id_of(Path(path).read_bytes())
             run_id = self._run_ids[key]
-            if ("known", run_id) in self._run_ids:  # a run once found stays in the store (ids are content hashes)
+            if run_id in self._known_runs:  # a run once found stays in the store (ids are content hashes)
                 return run_id
             known = self.query("SELECT count(*) AS n FROM runs WHERE run_id = ?", [run_id])
         except (OSError, LabError):
             return None
         if int(known.iloc[0]["n"]):
-            self._run_ids[("known", run_id)] = True
+            self._known_runs.add(run_id)
             return run_id
         return None
 
@@ -294,7 +313,7 @@ class LabContext:
             return entries
         session = self.current_session()
         visible = set(self.sessions.visible([e.name for e in entries], session, by_visitors))
-        return [self._shown_entry(e) for e in entries if e.name in visible]
+        return [self.shown_entry(e) for e in entries if e.name in visible]
 
     def shown_text(self, text: str | None) -> str | None:
         """`text` as visitors may see it: no absolute server paths in public mode."""
@@ -304,7 +323,9 @@ class LabContext:
 
         return redact_paths(text, self.settings)
 
-    def _shown_entry(self, entry: EngineEntry) -> EngineEntry:
+    def shown_entry(self, entry: EngineEntry) -> EngineEntry:
+        """`entry` as a visitor may see it (changed in place): no server command line or flags, and in public mode
+        no absolute server paths."""
         entry.spec, entry.error, entry.notes = (self.shown_text(entry.spec), self.shown_text(entry.error),
                                                 self.shown_text(entry.notes))
         entry.flags = None  # the server's command line is the owner's

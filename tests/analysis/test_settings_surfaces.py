@@ -50,8 +50,8 @@ def block(ctx, a: str, b: str) -> str:
     from lab.ui.shell.paired_html import comparison_html
 
     ids = rid(ctx, a), rid(ctx, b)  # before the lock: ctx.query takes it too
-    with ctx._store_lock:
-        return comparison_html(compare_runs(ctx.store, *ids, resamples=500))
+    with ctx.store_session() as store:
+        return comparison_html(compare_runs(store, *ids, resamples=500))
 
 
 def test_triage_and_compare_blocks_show_the_settings_line(ctx):
@@ -93,9 +93,9 @@ def test_results_against_a_baseline(ctx):
     from lab.analysis.leaderboard import SETTINGS_COLUMN, with_comparisons
 
     base = rid(ctx, "base")
-    with ctx._store_lock:
-        frame = queries.leaderboard(ctx.store, first56_only=False, include_runs=True, order="score")
-        out, note = with_comparisons(ctx.store, frame, base, resamples=500)
+    with ctx.store_session() as store:
+        frame = queries.leaderboard(store, first56_only=False, include_runs=True, order="score")
+        out, note = with_comparisons(store, frame, base, resamples=500)
     cells = dict(zip(out["name"].astype(str), out[SETTINGS_COLUMN]))
     assert cells["base"] == "baseline" and cells["hot"] == "⚠ temperature 0 vs 0.7"
     assert cells["odd"] == f"dtype bfloat16 vs {HOSTILE}"  # a table cell: the Dataframe shows text, not HTML
@@ -113,16 +113,16 @@ def test_the_series_table_and_notes(ctx):
     from lab.analysis.series_judgement import series_stats, series_table
 
     ids = [(rid(ctx, name), at) for name, at in (("base", 0), ("hot", 1), ("tiny", 2))]
-    with ctx._store_lock:
+    with ctx.store_session() as store:
         for run_id, at in ids:
-            join_series(ctx.store, run_id, "demo-series", at)
-        stats = series_stats(ctx.store, "demo-series", resamples=500)
+            join_series(store, run_id, "demo-series", at)
+        stats = series_stats(store, "demo-series", resamples=500)
     table = series_table(stats)
     whole = table[table["steps of"] == "all steps"]
     # the run of 10 steps is never ranked with the 303-step ones: it forms "demo-series [10/303 steps]" apart
     assert list(whole["settings vs first"]) == ["first point", "⚠ temperature 0 vs 0.7"]
-    with ctx._store_lock:
-        apart = series_frame(ctx.store, min_runs=1)
+    with ctx.store_session() as store:
+        apart = series_frame(store, min_runs=1)
     assert "demo-series [10/303 steps]" in set(apart["series"])
     assert any("settings that differ from the first point" in n and "temperature 0 vs 0.7" in n for n in stats.notes)
 

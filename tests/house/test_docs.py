@@ -133,3 +133,27 @@ def test_benchmark_figures_are_data():
         assert box["cores"] >= 1 and box["python"] and box["packages"], path
         assert len(box["load_average_before"]) == 3 and len(box["load_average_after"]) == 3, path
         assert data["command"].startswith(f"python bench/{path.stem}.py"), path
+
+
+CACHE_PATH = re.compile(r"(?:~/\.cache|\$XDG_CACHE_HOME)/([\w.-]+)")
+
+
+def test_the_cache_folder_the_docs_name_is_the_codes(tmp_path, monkeypatch):
+    """Every `~/.cache/NAME` (or `$XDG_CACHE_HOME/NAME`) a page names is lab/settings.py's default cache folder;
+    an earlier folder's name appears only in a paragraph that says the lab moves it into that one."""
+    from lab.settings import CACHE_NAME, OLD_CACHE_NAMES, Settings
+
+    for name in ("LAB_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Settings().cache_dir == tmp_path / ".cache" / CACHE_NAME  # the default the pages must name
+    named = []
+    for page in pages():
+        for paragraph in page.read_text(encoding="utf-8").split("\n\n"):
+            for found in CACHE_PATH.findall(paragraph):
+                moved = found in OLD_CACHE_NAMES and f"~/.cache/{CACHE_NAME}" in paragraph
+                named.append(found)
+                assert found == CACHE_NAME or moved, f"{page.relative_to(REPO)} names ~/.cache/{found}"
+    assert CACHE_NAME in named  # the pages say where it is
+    text = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    assert f"`$LAB_CACHE_DIR`, default `~/.cache/{CACHE_NAME}`" in text  # "Where things are kept"

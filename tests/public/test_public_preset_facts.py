@@ -16,7 +16,7 @@ def test_a_visitor_sees_no_server_flags_and_no_server_paths(tmp_path):
                         PresetChange("prompt option", "thinking_mode", "off", "auto"),
                         PresetChange("adapter", "LoRA", "/srv/adapters/grpo", "not set")],
         preset_warning="preset gemma4-e4b-sft is made for Gemma-4 checkpoints, but /srv/ckpts/a is Gemma3ForCausalLM")
-    shown = ctx._shown_entry(entry)
+    shown = ctx.shown_entry(entry)
     assert [c.part for c in shown.preset_changes] == ["prompt option", "adapter"]
     assert "/srv" not in repr(shown.preset_changes) and "/srv" not in shown.preset_warning
     assert shown.preset_warning.endswith("but …/a is Gemma3ForCausalLM")

@@ -58,7 +58,7 @@ def test_rows_and_audit_say_architecture_context_dtype_and_flags_visitors_see_no
         assert entry.architecture == architecture and entry.dtype == "auto" and "--port" in entry.flags
         assert "server flags" in render_engine_table([entry]) and "--port" in render_engine_table([entry])
         public = LabContext(settings=Settings(results_dir=tmp_path, db_path=tmp_path / "lab.duckdb"))
-        shown = public._shown_entry(entry)  # what a public deployment's visitor is sent
+        shown = public.shown_entry(entry)  # what a public deployment's visitor is sent
         assert shown.flags is None and "server flags" not in render_engine_table([shown])
         assert architecture in render_engine_table([shown])
     finally:

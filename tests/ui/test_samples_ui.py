@@ -142,10 +142,10 @@ def test_triage_unstable_steps_by_run_and_head_to_head(lab):
     spreads = {name: {f"{r['task_id']}/{r['step_idx']}": max(s["command_f1"] for s in r["samples"])
                       - min(s["command_f1"] for s in r["samples"]) for r in result["per_step"]}
                for name, result in files.items()}
-    with ctx._store_lock:
-        unstable = unstable_steps(ctx.store, [], 0.5)
-        by_run = stability_by_run(ctx.store, 0.5)
-        table = samples_head_to_head(ctx.store, ids["steady"], ids["shaky"])
+    with ctx.store_session() as store:
+        unstable = unstable_steps(store, [], 0.5)
+        by_run = stability_by_run(store, 0.5)
+        table = samples_head_to_head(store, ids["steady"], ids["shaky"])
     expected = sorted((ids[n], k) for n, d in spreads.items() for k, v in d.items() if round(v, 4) >= 0.5)
     assert sorted(zip(unstable["run_id"], unstable["step_key"])) == expected and len(expected) > 0
     assert list(unstable["f1_spread"]) == sorted(unstable["f1_spread"], reverse=True)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from lab.errors import LabError
 from lab.analysis.run_pairs import compare_loaded, load_run, resample_setting
+from lab.store.db import Store
 from lab.store.run_lookup import find_run
 from lab.analysis.cache import shared
 from lab.triage import SliceSpec, count_slice, slice_steps
@@ -27,7 +28,8 @@ STEP_FIELDS = ("command_f1", "command_precision", "command_recall", "first_cmd_e
                "completion_tokens", "latency_s", "lp_mean")
 
 
-def _store(ctx: LabContext):
+def _store(ctx: LabContext) -> Store:
+    """The open store (LabError saying why when it is not), for a computation that holds it only to read."""
     if ctx.store is None:
         raise LabError(ctx.store_error or "the results database is not open")
     return ctx.store
@@ -39,8 +41,8 @@ def run_id_of(ctx: LabContext, ref: str) -> str:
 
     if not isinstance(ref, str) or len(ref) > 500:
         raise LabError("name a run by its id, display name or result file name (list_runs shows them)")
-    with ctx._store_lock:
-        return find_run(_store(ctx), ref, published_path=lambda: published_path(ref, ctx.settings))
+    with ctx.store_session() as store:
+        return find_run(store, ref, published_path=lambda: published_path(ref, ctx.settings))
 
 
 def list_runs(ctx: LabContext, name_contains: str = "", limit: int = 50) -> str:
@@ -54,8 +56,7 @@ def list_runs(ctx: LabContext, name_contains: str = "", limit: int = 50) -> str:
     """
     try:
         limit = max(1, min(int(limit), MAX_RUNS_LISTED))
-        with ctx._store_lock:
-            store = _store(ctx)
+        with ctx.store_session() as store:
             sql = ("SELECT run_id, display_name AS name, score, steps, tasks, scoring_version, partial FROM runs "
                    "WHERE contains(lower(display_name), lower(?)) ORDER BY score DESC NULLS LAST, display_name")
             frame = store.query(sql, [str(name_contains or "")[:200]])
@@ -84,9 +85,9 @@ def compare_runs(ctx: LabContext, baseline: str, candidate: str, resamples: int 
         if not 0 <= int(seed) < MAX_SEED:
             raise LabError(f"seed {seed}: use a whole number from 0 to {MAX_SEED - 1}")
         ids = [run_id_of(ctx, baseline), run_id_of(ctx, candidate)]
-        with ctx._store_lock:
-            runs = [load_run(_store(ctx), run_id) for run_id in ids]
-        comparison = shared(_store(ctx), ("tool compare", *ids, count, int(seed)),
+        with ctx.store_session() as store:
+            runs = [load_run(store, run_id) for run_id in ids]
+        comparison = shared(store, ("tool compare", *ids, count, int(seed)),
                             lambda: compare_loaded(runs[0], runs[1], resamples=count, seed=int(seed)))
         return answer(comparison.to_dict())
     except (LabError, ValueError, TypeError) as exc:
@@ -109,8 +110,8 @@ def series_table(ctx: LabContext, series: str = "") -> str:
 
     try:
         if not str(series or "").strip():
-            with ctx._store_lock:
-                names = sorted(set(series_frame(_store(ctx))["series"]))
+            with ctx.store_session() as store:
+                names = sorted(set(series_frame(store)["series"]))
             return answer({"series_names": names})
         stats = _series(ctx, str(series))
         return answer({"series": stats.series, "x_kind": stats.x_kind, "rows": records(table_of(stats)),
@@ -147,8 +148,7 @@ def slice_steps_page(ctx: LabContext, query: str = "", page: int = 1) -> str:
     try:
         spec = SliceSpec.from_query(slice_query(query))
         spec.run_ids = [run_id_of(ctx, ref) for ref in spec.run_ids[:MAX_RUNS_LISTED]]  # names too, not only ids
-        with ctx._store_lock:
-            store = _store(ctx)
+        with ctx.store_session() as store:
             total = count_slice(store, spec)
             pages = max(1, -(-total // SLICE_PAGE))
             page = min(max(1, int(page)), pages)
@@ -185,8 +185,8 @@ def _columns(ctx: LabContext, step: str, ids: list[str]) -> dict[str, Any]:
     cols = ", ".join(f"s.{c}" for c in STEP_FIELDS)
     sql = (f"SELECT s.run_id, r.display_name AS name, s.task_id, s.step_idx, s.bucket, s.ref_command_units, {cols} "
            "FROM steps s JOIN runs r USING (run_id) WHERE s.step_key = ? AND list_contains(?, s.run_id)")
-    with ctx._store_lock:
-        rows = {r["run_id"]: r for r in _store(ctx).dicts(sql, [step, ids])}
+    with ctx.store_session() as store:
+        rows = {r["run_id"]: r for r in store.dicts(sql, [step, ids])}
     if not rows:
         raise LabError(f"none of these runs has a step '{step[:80]}' (keys are TASK/STEP, e.g. task-001/3)")
     first = next(iter(rows.values()))

@@ -126,15 +126,15 @@ def build_published_panel(ctx: LabContext) -> None:
         fetched = fetch_entries(files, ctx.settings.cache_dir, progress=False, on_progress=on_progress,
                                 on_file=on_file)
         progress(None, desc=f"importing {len(runs)} run{'s' if len(runs) != 1 else ''} into the store")
-        with ctx._store_lock:
-            report = fetch_and_import(ctx.store, runs, ctx.settings.cache_dir, ctx.settings.results_dir,
+        with ctx.store_session() as store:
+            report = fetch_and_import(store, runs, ctx.settings.cache_dir, ctx.settings.results_dir,
                                       progress=False, on_progress=on_progress)
         report.fetch.downloaded, report.fetch.resumed = fetched.downloaded, fetched.resumed
         report.fetch.cached = [p for p in report.fetch.cached if p not in set(fetched.downloaded)]
         from lab.triage import refresh_step_flags
 
-        with ctx._store_lock:
-            refresh_step_flags(ctx.store)
+        with ctx.store_session() as store:
+            refresh_step_flags(store)
         lines = esc(report.summary()).replace("\n", "<br>")
         (gr.Info if report.ok else gr.Warning)(report.summary().splitlines()[0])
         return f'<div class="lab-muted">{lines}</div>', owner_set_html(ctx), size_text(ctx, list(names or []))

@@ -26,8 +26,8 @@ def series_names(ctx: LabContext) -> list[str]:
 
     if ctx.store is None:
         return []
-    with ctx._store_lock:
-        return sorted(set(series_frame(ctx.store)["series"]))
+    with ctx.store_session() as store:
+        return sorted(set(series_frame(store)["series"]))
 
 
 def results_link(ctx: LabContext, baseline: Any, series: Any, request: gr.Request) -> str:

@@ -266,13 +266,13 @@ def picked_pair(ctx: LabContext, base: str | None, cand: str | None) -> tuple[st
         text = str(value or "").strip()
         if not text:
             raise LabError("pick a baseline and a candidate run")
-        try:
-            with ctx._store_lock:
-                ids.append(find_run(ctx.store, text))
-        except LabError:
-            shown = text if len(text) <= 80 else f"{text[:80]}…"
-            raise LabError(f"{role} '{shown}': no run of that id or name is in the store; pick one from the "
-                           "list") from None
+        with ctx.store_session() as store:  # LabError saying why when the store is not open
+            try:
+                ids.append(find_run(store, text))
+            except LabError:
+                shown = text if len(text) <= 80 else f"{text[:80]}…"
+                raise LabError(f"{role} '{shown}': no run of that id or name is in the store; pick one from the "
+                               "list") from None
     if ids[0] == ids[1]:
         raise LabError(f"baseline and candidate are the same run ({ids[0]}): pick another candidate")
     return ids[0], ids[1]

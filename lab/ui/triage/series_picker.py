@@ -20,8 +20,8 @@ def _series(ctx: LabContext) -> dict[str, list[str]]:
 
     if ctx.store is None:
         return {}
-    with ctx._store_lock:
-        return series_runs(ctx.store)
+    with ctx.store_session() as store:
+        return series_runs(store)
 
 
 def series_choices(ctx: LabContext) -> list[tuple[str, str]]:
@@ -34,15 +34,15 @@ def slice_choices(ctx: LabContext) -> list[str]:
 
     if ctx.store is None:
         return [NO_SLICE]
-    with ctx._store_lock:
-        return [NO_SLICE, *list_slices(ctx.store)]
+    with ctx.store_session() as store:
+        return [NO_SLICE, *list_slices(store)]
 
 
 def run_choices(ctx: LabContext) -> list[tuple[str, str]]:
     if ctx.store is None:
         return []
-    with ctx._store_lock:
-        df = ctx.store.query("SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
+    with ctx.store_session() as store:
+        df = store.query("SELECT run_id, display_name FROM runs ORDER BY display_name, run_id")
     return [(f"{r.display_name} · {r.run_id}", r.run_id) for r in df.itertuples()]
 
 
@@ -134,9 +134,9 @@ def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, t
             gr.Warning("pick the run to place")
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
         try:
-            with ctx._store_lock:
-                new = series_name(name) not in known_series(ctx.store)
-                series, x, x_kind = join_series(ctx.store, run_id, name, position, kind)
+            with ctx.store_session() as store:
+                new = series_name(name) not in known_series(store)
+                series, x, x_kind = join_series(store, run_id, name, position, kind)
         except LabError as exc:
             gr.Warning(str(exc))
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
@@ -151,12 +151,12 @@ def wire_series_picker(ctx: LabContext, panel: SeriesPanel, runs: gr.Dropdown, t
         if not run_id:
             gr.Warning("pick the run to take out of its series")
             return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
-        with ctx._store_lock:
-            try:
-                taken = leave_series(ctx.store, run_id)
-            except LabError as exc:
-                gr.Warning(str(exc))
-                return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+        try:
+            with ctx.store_session() as store:
+                taken = leave_series(store, run_id)
+        except LabError as exc:
+            gr.Warning(str(exc))
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
         if not taken:
             gr.Info("that run was not placed in a series by hand (its name or the catalogue give its series)")
         choices = series_choices(ctx)
