@@ -10,13 +10,9 @@ import gradio as gr
 from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
-from lab.ui.compare.tab import (
-    SHORTCUTS_JS,
-    CompareTab,
-    build_compare_tab,
-    step_outputs,
-    warm_instant_engines,
-)
+from lab.ui.compare.answers import warm_instant_engines
+from lab.ui.compare.handlers import CompareTab, step_outputs
+from lab.ui.compare.tab import SHORTCUTS_JS, build_compare_tab
 from lab.ui.compare.link import load_compare, load_outputs, wire_compare_link
 from lab.ui.shell.links import follow_tabs, open_tab
 from lab.ui.shell.public import launch_limits, watch_sessions

@@ -12,7 +12,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.ui.compare.link_row import LINK_ID
-from lab.ui.compare.tab import CompareTab, step_outputs
+from lab.ui.compare.handlers import CompareTab, step_outputs
 from lab.ui.shell.links import (
     Link, base_of, follow_in_address_bar, link_url, listed, notice_html, request_link, shown,
 )
