@@ -82,8 +82,8 @@ def column_badges(ctx: LabContext, entries: list[EngineEntry], step_key: str) ->
         if run_id is None:
             continue
         try:
-            with ctx._store_lock:
-                html = step_badges_html(ctx.store, run_id, step_key)
+            with ctx.store_session() as store:
+                html = step_badges_html(store, run_id, step_key)
         except Exception:  # noqa: BLE001 - badges are decoration; a store hiccup must not break Compare
             continue
         if html:
