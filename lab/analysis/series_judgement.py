@@ -230,10 +230,11 @@ def adjustment_note(stats: SeriesStats) -> str:
     """What the intervals are, in one line."""
     k = len(stats.points) - 1
     chance = stats.chances.note if stats.chances is not None and stats.chances.note else ""
+    kind = (f"simultaneous over the {k} later checkpoints (max-T; pairwise where only one of them has an interval)"
+            if k > 1 else "pairwise (one later checkpoint)")
     return (f"Δ = checkpoint − the series' first point ({point_label(stats, 0)}) over their common steps; 95 % "
-            f"intervals simultaneous over the {k} later checkpoint{'s' if k != 1 else ''} (max-T), per part and "
-            "metric; detectable Δ: the smallest true difference each comparison finds 80 % of the time at that "
-            "level; P(best): the share of task resamples in which the checkpoint scores highest on the first "
+            f"intervals {kind}, per part and metric; detectable Δ: the smallest true difference each comparison "
+            "finds 80 % of the time at that level; P(best): the share of task resamples in which the checkpoint scores highest on the first "
             "point's steps, expected regret: the points picking it gives up on average"
             + (f" ({chance})" if chance else "") + "; lower reference NLL = the reference is likelier. "
             "Best vs runner-up: " + lead_text(stats) + (f" ({stats.lead_note})" if stats.lead_note else ""))
