@@ -30,7 +30,8 @@ def payload_bytes(out) -> int:
     """Size of the JSON Gradio sends for one switch (HTML strings, dropdown updates, plotly JSON)."""
     fig = out.heat_figure.to_json() if out.heat_figure is not None else "null"
     body = json.dumps([out.task_id, out.step_choices, out.step_key, out.context_html, out.columns_html,
-                       out.f1_html, out.heat_choices, out.heat_engine])
+                       out.f1_html, out.heat_choices, out.heat_engine, out.run_block.choices,
+                       out.run_block.baseline, out.run_block.html])
     return len(body.encode()) + len(fig.encode())
 
 

@@ -54,7 +54,8 @@ class OpenInCompare:
         if self.ctx.replay is None:
             gr.Warning(f"No replay data loaded: Compare needs one to show steps; {LOCAL_REPLAY_HINT}.")
             return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
-        out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names))
+        out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names),
+                           baseline=self.compare.baseline_of(request))
         self.compare.painted(request, out.step_key)
         return (gr.update(selected="compare"), *self.compare.updates(out))
 

@@ -17,7 +17,7 @@ from lab.ui.compare.legacy_column import scorer_badge_html
 from lab.ui.compare.render_html import render_columns, render_context, render_f1_gap
 from lab.ui.compare.step_data import StepData, engine_view, heat_choices, heatmap_for, step_data
 from lab.ui.compare.step_view import EngineView, f1_gap
-from lab.ui.compare.stored_pair import stored_pair_html
+from lab.ui.compare.stored_pair import RunBlock, run_block
 from lab.workspace import EngineEntry, LabContext, LRUCache
 
 def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
@@ -104,14 +104,17 @@ class StepOutputs:
     heat_choices: list[tuple[str, str]]
     heat_engine: str | None
     heat_figure: Any
+    run_block: RunBlock = field(default_factory=RunBlock)  # the stored columns' run-level block and its baseline
 
 
-def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None) -> StepOutputs:
-    """Everything Compare shows for step `key` (stored and reference engines answer at once)."""
-    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full)
+def step_outputs(ctx: LabContext, key: str | None, full: bool = False, heat_engine: str | None = None,
+                 baseline: str | None = None) -> StepOutputs:
+    """Everything Compare shows for step `key` (stored and reference engines answer at once); the run-level
+    block against `baseline` (a stored column's run id; None: the first stored column)."""
+    return outputs_of(ctx, step_data(ctx, step_key_argument(key), heat_engine), full, baseline)
 
 
-def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutputs:
+def outputs_of(ctx: LabContext, data: StepData, full: bool = False, baseline: str | None = None) -> StepOutputs:
     """A step's data as the HTML and choices a step switch sends."""
     step, entries, views = data.step, data.entries, data.views
     return StepOutputs(
@@ -120,10 +123,11 @@ def outputs_of(ctx: LabContext, data: StepData, full: bool = False) -> StepOutpu
         step_key=step.key,
         context_html=render_context(data.view, full),
         columns_html=step_columns_html(ctx, entries, step, views, full, column_badges(ctx, entries, step.key)),
-        f1_html=stored_pair_html(ctx, entries) + render_f1_gap(data.view.f1_gap),  # the verdict above one step
+        f1_html=render_f1_gap(data.view.f1_gap),
         heat_choices=heat_choices(views),
         heat_engine=data.heat_engine,
         heat_figure=data.heat_figure,
+        run_block=run_block(ctx, entries, baseline),  # the verdict above one step
     )
 
 
@@ -146,12 +150,18 @@ class CompareTab:
     shown: LRUCache = field(default_factory=lambda: LRUCache(1024))
     # session -> (the step its last prev/next came from, the step it went to)
     moves: LRUCache = field(default_factory=lambda: LRUCache(1024))
+    # session -> the run id of the stored column its run-level block compares against (none: the first column)
+    baselines: LRUCache = field(default_factory=lambda: LRUCache(1024))
 
     def painted(self, request: gr.Request | None, key: str | None) -> None:
         """Note that `request`'s session shows step `key` from now on (a switch's paint as it leaves, or a
         Generate as it begins on the step the browser sent)."""
         if request is not None and request.session_hash:
             self.shown.put(request.session_hash, key)
+
+    def baseline_of(self, request: gr.Request | None) -> str | None:
+        """The baseline `request`'s session picked for the run-level block (None: the first stored column)."""
+        return self.baselines.get(request.session_hash) if request is not None and request.session_hash else None
 
     def updates(self, out: StepOutputs, heat: bool = True) -> tuple:
         """gr updates for `switch_outputs` from a StepOutputs. `heat=False` leaves the heatmap to an event
@@ -164,7 +174,26 @@ class CompareTab:
             out.f1_html,
             gr.update(choices=out.heat_choices, value=out.heat_engine),
             out.heat_figure if heat else gr.update(),
+            *block_updates(out.run_block),
         )
+
+
+def block_updates(block: RunBlock) -> tuple:
+    """The baseline picker (the stored columns; shown with two or more) and the run-level block."""
+    return gr.update(choices=block.choices, value=block.baseline, visible=len(block.choices) >= 2), block.html
+
+
+def pick_baseline(ctx: LabContext, view: CompareTab, run_id: object, request: gr.Request | None = None) -> tuple:
+    """The run-level block against the stored column picked as its baseline; the session keeps it for the
+    steps it opens next. A run that is no stored column (any more) is said in one line; the first column is used."""
+    if run_id is not None and not isinstance(run_id, str):
+        raise gr.Error(f"the baseline must be a run id (text), got {type(run_id).__name__}", print_exception=False)
+    block = run_block(ctx, ctx.engine_entries(), run_id)
+    if run_id and block.baseline != run_id:
+        gr.Warning(f"'{run_id}' is no stored column of Compare now; the block compares against the first one")
+    if request is not None and request.session_hash:
+        view.baselines.put(request.session_hash, block.baseline)
+    return block_updates(block)
 
 
 def show_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, heat: str | None,
@@ -175,7 +204,7 @@ def show_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool, he
         view.moves.drop(lambda k: k == request.session_hash)
     if ctx.replay is None:
         return tuple(gr.update() for _ in view.switch_outputs)
-    out = step_outputs(ctx, key, bool(full), heat)
+    out = step_outputs(ctx, key, bool(full), heat, view.baseline_of(request))
     view.painted(request, out.step_key)  # as it leaves: of two switches at once, the one painted last counts
     return view.updates(out, heat=heat_now)
 
@@ -189,7 +218,7 @@ def refresh_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool,
     unchanged = tuple(gr.skip() for _ in view.switch_outputs)
     if ctx.replay is None or moved_on(view, request, key):
         return unchanged
-    out = step_outputs(ctx, key, bool(full), heat)
+    out = step_outputs(ctx, key, bool(full), heat, view.baseline_of(request))
     if moved_on(view, request, out.step_key):  # a switch painted another step while this one was drawn
         return unchanged
     view.painted(request, out.step_key)
@@ -229,7 +258,7 @@ def move_step(ctx: LabContext, view: CompareTab, offset: int, key: str | None, f
         view.moves.put(session, (key, target))
     if ctx.replay is None:
         return show_step(ctx, view, None, full, heat)
-    out = step_outputs(ctx, target, bool(full), heat)
+    out = step_outputs(ctx, target, bool(full), heat, view.baseline_of(request))
     view.painted(request, out.step_key)
     return view.updates(out, heat=False)  # the heatmap follows
 
@@ -283,16 +312,15 @@ def generate_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool
     view.painted(request, key)
     step_obj = ctx.replay.by_key[key]
     columns_now = columns_painter(ctx, step_obj, bool(full))
-    views: list[EngineView] = []
-    pair_block = stored_pair_html(ctx, ctx.engine_entries())  # stored columns: the run-level verdict stays on top
+    views: list[EngineView] = []  # the run-level block above the F1s stays as the switch painted it
     for views in generate_views(ctx, key):
         if moved_on(view, request, key):
             continue  # keep generating into the cache, paint nothing
-        yield columns_now(views), pair_block + render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
+        yield columns_now(views), render_f1_gap(f1_gap(views)), gr.update(), gr.update(), gr.update()
     if moved_on(view, request, key):
         return
     fig, spec = heatmap_for(ctx, step_obj, views, heat)
-    yield (columns_now(views), pair_block + render_f1_gap(f1_gap(views)),
+    yield (columns_now(views), render_f1_gap(f1_gap(views)),
            gr.update(choices=heat_choices(views), value=spec), fig, gr.update())
 
 
@@ -304,12 +332,11 @@ def follow_step(ctx: LabContext, view: CompareTab, key: str | None, full: bool,
     painted = False
     if ctx.replay is not None and key in ctx.replay.by_key and inflight_of(ctx).running_on(key):
         columns_now = columns_painter(ctx, ctx.replay.by_key[key], bool(full))
-        pair_block = stored_pair_html(ctx, ctx.engine_entries())  # as a Generate paints the F1 box
         for views in follow_views(ctx, key):
             if moved_on(view, request, key):
                 break
             painted = True
-            yield columns_now(views), pair_block + render_f1_gap(f1_gap(views))
+            yield columns_now(views), render_f1_gap(f1_gap(views))
     if not painted:  # nothing to follow: what the page shows stays (an end without output would clear it)
         yield gr.skip(), gr.skip()
 

@@ -75,7 +75,7 @@ def load_compare(ctx: LabContext, view: CompareTab, request: gr.Request) -> tupl
     key, notes = open_link(ctx, request_link(request))
     if ctx.replay is None or not ctx.replay.steps:
         return (*(gr.update() for _ in view.switch_outputs), notice_html(notes))
-    out = step_outputs(ctx, key)
+    out = step_outputs(ctx, key, baseline=view.baseline_of(request))
     view.painted(request, out.step_key)
     return (*view.updates(out), notice_html(notes))
 

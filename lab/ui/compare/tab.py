@@ -12,7 +12,7 @@ from lab.settings import PROJECT_ROOT
 from lab.ui.compare.answers import warm_instant_engines
 from lab.ui.compare.handlers import (
     CompareTab, audit_reply, download_replay, draw_heat, follow_step, generate_step, move_step, page_loaded,
-    refresh_step, show_step_fast, show_task_fast, step_choices, step_outputs, task_choices,
+    pick_baseline, refresh_step, show_step_fast, show_task_fast, step_choices, step_outputs, task_choices,
 )  # fmt: skip
 from lab.ui.compare.link_row import build_link_row
 from lab.ui.compare.run_picker import build_run_picker, wire_run_picker
@@ -63,6 +63,8 @@ class CompareLayout:
     generate: gr.Button
     columns_html: gr.HTML
     f1_html: gr.HTML
+    baseline: gr.Dropdown  # the run-level block's baseline, one of the stored columns
+    run_block: gr.HTML
     heat_plot: gr.Plot
     whatif: Any
     audit_request: gr.Textbox
@@ -97,6 +99,9 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         with gr.Row():
             with gr.Column(scale=1, min_width=280):
                 gr.Markdown("### Command F1 by engine", elem_classes=["lab-h"])
+                baseline = gr.Dropdown([], label="baseline of the run-level block (a stored column)", visible=False,
+                                       elem_id="lab-run-baseline")
+                run_block = gr.HTML(elem_id="lab-run-block")  # whole runs compared, above the step's F1s
                 f1_html = gr.HTML(elem_id="lab-f1")
             with gr.Column(scale=2):
                 heat_engine = gr.Dropdown([], label="heatmap engine", elem_id="lab-heat-engine",
@@ -108,19 +113,22 @@ def build_compare_tab(ctx: LabContext) -> CompareTab:
         audit_go = gr.Button(visible="hidden", elem_id="lab-audit-go")
         audit_answer_box = gr.Textbox(visible="hidden", elem_id="lab-audit-answer")
 
-    outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot]
+    outputs = [task, step, context_html, columns_html, f1_html, heat_engine, heat_plot, baseline, run_block]
     view = CompareTab(tab, task, step, show_all, heat_engine, outputs, warm=lambda: warm_instant_engines(ctx),
                       link=link, link_note=link_note)
-    layout = CompareLayout(notice, download, prev, nxt, generate, columns_html, f1_html, heat_plot, whatif,
-                           audit_request, audit_go, audit_answer_box, picker)
+    layout = CompareLayout(notice, download, prev, nxt, generate, columns_html, f1_html, baseline, run_block, heat_plot,
+                           whatif, audit_request, audit_go, audit_answer_box, picker)
     wire_compare_tab(ctx, view, layout)
     return view
 
 
 def wire_compare_tab(ctx: LabContext, view: CompareTab, ui: CompareLayout) -> None:
     """Wire the Compare tab's events to the handlers of lab.ui.compare.handlers."""
-    wire_run_picker(ctx, ui.picker, view.switch_outputs, lambda key: view.updates(step_outputs(ctx, key)), view.step,
-                    view.tab)
+    wire_run_picker(ctx, ui.picker, view.switch_outputs,
+                    lambda key, request: view.updates(step_outputs(ctx, key, baseline=view.baseline_of(request))),
+                    view.step, view.tab)
+    ui.baseline.input(bind(pick_baseline, ctx, view), ui.baseline, [ui.baseline, ui.run_block],
+                      show_progress="minimal", api_visibility="private")
     outputs, inputs = view.switch_outputs, [view.step, view.show_all, view.heat_engine]
     # A Generate still streaming must not paint its step over the one the user moved to: every move
     # cancels it (its engines' answers still land in the cache and show when that step is opened again).
