@@ -190,3 +190,6 @@ def test_a_baseline_picked_in_compare_is_the_one_the_others_use(four_lab, capsys
     assert switched[-2]["value"] == ids["better"] and against_cells(switched[-1]) == expected
     other = handler["show_step_fast"](ctx.step_keys()[1], False, None, SimpleNamespace(session_hash="new-page"))
     assert other[-2]["value"] == ids["base"] and "against the baseline <b>base</b>" in other[-1]  # default: first
+    with pytest.warns(UserWarning, match=r"&lt;b&gt;no-such-run&lt;/b&gt;.* is no stored column"):
+        gone, block = handler["pick_baseline"]("<b>no-such-run</b>", session)  # no column (any more): the first
+    assert gone["value"] == ids["base"] and "against the baseline <b>base</b>" in block

@@ -18,6 +18,8 @@ from lab.ui.compare.render_html import render_columns, render_context, render_f1
 from lab.ui.compare.step_data import StepData, engine_view, heat_choices, heatmap_for, step_data
 from lab.ui.compare.step_view import EngineView, f1_gap
 from lab.ui.compare.stored_pair import RunBlock, run_block
+from lab.ui.shell.html_text import esc
+from lab.ui.shell.links import shown
 from lab.workspace import EngineEntry, LabContext, LRUCache
 
 def step_choices(ctx: LabContext, task_id: str) -> list[tuple[str, str]]:
@@ -190,7 +192,8 @@ def pick_baseline(ctx: LabContext, view: CompareTab, run_id: object, request: gr
         raise gr.Error(f"the baseline must be a run id (text), got {type(run_id).__name__}", print_exception=False)
     block = run_block(ctx, ctx.engine_entries(), run_id)
     if run_id and block.baseline != run_id:
-        gr.Warning(f"'{run_id}' is no stored column of Compare now; the block compares against the first one")
+        gr.Warning(esc(f"'{shown(run_id)}' is no stored column of Compare now; the block compares against the first "
+                       "one"))
     if request is not None and request.session_hash:
         view.baselines.put(request.session_hash, block.baseline)
     return block_updates(block)
