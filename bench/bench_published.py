@@ -257,7 +257,8 @@ def main() -> int:
         store.close()
 
         from lab.serve import create_context
-        from lab.ui.compare.tab import step_outputs, warm_instant_engines
+        from lab.ui.compare.answers import warm_instant_engines
+        from lab.ui.compare.handlers import step_outputs
 
         ctx = create_context(settings, [])
         chosen = ids[: args.columns]

@@ -3,7 +3,7 @@
     python bench/bench_ui_switch.py [--replay PATH] [--rounds N]
 
 Builds 4 stored result files from the replay (reference answers with altered units), then
-(1) times the switch handler (`lab.ui.compare.tab.step_outputs`) directly, cold (first visit)
+(1) times the switch handler (`lab.ui.compare.handlers.step_outputs`) directly, cold (first visit)
 and warm (cached columns), and (2) measures the JSON the browser receives for one switch,
 over HTTP through gradio_client against the real app on 127.0.0.1.
 """
@@ -30,7 +30,8 @@ def payload_bytes(out) -> int:
     """Size of the JSON Gradio sends for one switch (HTML strings, dropdown updates, plotly JSON)."""
     fig = out.heat_figure.to_json() if out.heat_figure is not None else "null"
     body = json.dumps([out.task_id, out.step_choices, out.step_key, out.context_html, out.columns_html,
-                       out.f1_html, out.heat_choices, out.heat_engine])
+                       out.f1_html, out.heat_choices, out.heat_engine, out.run_block.choices,
+                       out.run_block.baseline, out.run_block.html])
     return len(body.encode()) + len(fig.encode())
 
 
@@ -42,13 +43,13 @@ def main() -> int:
     record = Record("bench_ui_switch", packages=("gradio", "plotly"))
     from lab.ui.app import build_app, launch_options
     from lab.ui.shell.public import queue_app
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ctx = stored_lab(root, args.replay, 4, "run")
         keys = ctx.step_keys()
-        from lab.ui.compare.tab import warm_instant_engines
+        from lab.ui.compare.answers import warm_instant_engines
 
         t0 = time.perf_counter()
         warm_instant_engines(ctx).join()  # what the app does in the background at start

@@ -244,7 +244,7 @@ def _no_nan(value):  # pragma: no cover - json calls it only for objects it cann
 
 def _table(comparison, metric: str = "score") -> str:
     from lab.analysis.interval_hint import hint_for
-    from lab.analysis.run_pairs import delta_text, load_metrics, mde_text, verdict_words
+    from lab.analysis.run_pairs import counted, delta_text, load_metrics, mde_text, verdict_words
 
     a, b = comparison.baseline, comparison.candidate
     lines = [f"baseline:  {a.label()}", f"candidate: {b.label()}", ""]
@@ -267,7 +267,8 @@ def _table(comparison, metric: str = "score") -> str:
                      f"{diff.improved:>8} "
                      f"{diff.regressed:>9} {diff.unchanged:>9}")
     if first is not None:
-        lines += ["", f"Δ = candidate − baseline over {first.steps} common steps of {first.tasks} tasks; 95 % intervals "
+        lines += ["", f"Δ = candidate − baseline over {counted(first.steps, 'common step')} of "
+                      f"{counted(first.tasks, 'task')}; 95 % (pairwise) intervals "
                       f"from a paired bootstrap over tasks ({first.resamples} resamples, seed {first.seed}"
                       f"{', sampled answers resampled within steps' if first.two_level else ''}); detects: the "
                       "smallest true difference each interval finds 80 % of the time."]

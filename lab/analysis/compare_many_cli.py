@@ -12,7 +12,7 @@ import argparse
 import json
 
 from lab.errors import LabError
-from lab.analysis.run_pairs import RunSteps, _finite, delta_text, load_metrics, mde_text, verdict_words
+from lab.analysis.run_pairs import RunSteps, _finite, counted, delta_text, load_metrics, mde_text, verdict_words
 from lab.analysis.judge import against, chances
 from lab.analysis.run_matrix import table_of
 
@@ -84,10 +84,13 @@ def _text(report: dict, found: list) -> str:
             else ""
         lines.append(f"{row['name'][:44]:<44} {figure:>9}  {delta_text(diff, spec.digits, row['note']):<26} "
                      f"{mde_text(diff, report['metric']):>8} {p:>8} {regret:>7}  {row['verdict']}{differ}")
-    lines += ["", "Δ = run − baseline over their common steps; 95 % intervals simultaneous over the runs (max-T); "
+    label = next((a.difference.adjustment for a in found if a.difference is not None and a.difference.ci),
+                 "simultaneous over the runs with one (max-T)")
+    lines += ["", f"Δ = run − baseline over their common steps; 95 % intervals {label}; "
                   "detects: the smallest true difference each interval finds 80 % of the time; P(best): the share of "
-                  f"task resamples in which the run has the best {spec.name} on the baseline's {report['p_best_steps']} "
-                  f"steps of {report['p_best_tasks']} tasks; regret: what picking it gives up on average"
+                  f"task resamples in which the run has the best {spec.name} on the baseline's "
+                  f"{counted(report['p_best_steps'], 'step')} of {counted(report['p_best_tasks'], 'task')}; "
+                  "regret: what picking it gives up on average"
                   + (f" ({report['p_best_note']})" if report["p_best_note"] else "") + "."]
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from lab.analysis.run_pairs import counted
 from lab.scoring.paired import Difference, load_settings
 
 HINT_PATH = Path(__file__).with_name("interval_hint.yaml")
@@ -31,21 +32,17 @@ def load_hint_settings(path: Path = HINT_PATH) -> HintSettings:
                         str(raw["published"]), str(raw["demo"]))
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def interval_hint(steps: int, tasks: int) -> str:
     """"" when `steps` common steps of `tasks` tasks are enough for an interval; else what to do, in one line."""
     need = load_settings()
     more_steps, more_tasks = max(0, need.min_common_steps - steps), max(0, need.min_common_tasks - tasks)
     if not more_steps and not more_tasks:
         return ""
-    wanted = " and ".join(p for p in (more_steps and f"{more_steps} more common step{'s' if more_steps != 1 else ''}",
-                                      more_tasks and f"{more_tasks} more task{'s' if more_tasks != 1 else ''}") if p)
+    wanted = " and ".join(p for p in (more_steps and counted(more_steps, "more common step"),
+                                      more_tasks and counted(more_tasks, "more task")) if p)
     h = load_hint_settings()
     return (f"to get an interval: {wanted} (at least {need.min_common_steps} steps of {need.min_common_tasks} "
-            f"tasks; these runs share {_plural(steps, 'step')} of {_plural(tasks, 'task')}). Replay both runs on "
+            f"tasks; these runs share {counted(steps, 'step')} of {counted(tasks, 'task')}). Replay both runs on "
             f"the full replay ({h.full_steps} steps, {h.full_tasks} tasks: `{h.download}`) or compare published "
             f"per-step runs (`{h.published}`); more samples per step (--samples) add answers, not tasks. "
             f"A synthetic pair with intervals, offline: `{h.demo}`")

@@ -353,6 +353,17 @@ def task_breakdown(comparison: RunComparison, metric: str = "score") -> pd.DataF
 
 
 # -- words ---------------------------------------------------------------------------------------
+def counted(n: int, noun: str) -> str:
+    """"1 task", "14 tasks": a count with its noun, plural unless the count is one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def points_text(value: float, digits: int = 1) -> str:
+    """"2.3 points", "1 point" (digits 0): an amount of score points as shown."""
+    shown = f"{value:.{digits}f}"
+    return f"{shown} point{'' if shown == '1' else 's'}"
+
+
 def signed(value: float, digits: int) -> str:
     """+1.23 / −1.23 (a real minus sign), 0.00 without a sign."""
     text = f"{abs(value):.{digits}f}"
@@ -402,18 +413,32 @@ def verdict_words(diff: Difference | None, metric: str = "score") -> str:
 
 
 def summary_line(comparison: RunComparison, metric: str = "score") -> str:
-    """One line: "score +0.82 [−1.10, +2.64] (95 %, 303 common steps of 50 tasks): not distinguishable at
-    95 % · 101 improved, 96 regressed, 106 unchanged"."""
+    """One line: "score +0.82 [−1.10, +2.64] (95 %, pairwise, 303 common steps of 50 tasks): not
+    distinguishable at 95 % · 101 improved, 96 regressed, 106 unchanged"; without an interval "score −7.06 over 2
+    common steps of 1 task: no interval (it needs at least 30 common steps) · …"."""
     spec = metric_spec(metric)
     diff = comparison.get(metric)
     if diff is None:
         return f"{metric}: {comparison.notes.get(metric, 'not comparable')}"
+    where = f"{counted(diff.steps, 'common step')} of {counted(diff.tasks, 'task')}"
+    changes = f"{diff.improved} improved, {diff.regressed} regressed, {diff.unchanged} unchanged"
+    sampled = ", samples resampled too" if diff.two_level else ""
+    if diff.ci is None:
+        return f"{metric} {signed(diff.delta, spec.digits)} over {where}{sampled}: {no_interval_words(diff)} · {changes}"
     level = f"{diff.confidence:.0%}".replace("%", " %")
-    where = f"{diff.steps} common steps of {diff.tasks} tasks"
-    head = f"{metric} {delta_text(diff, spec.digits)}"
-    verdict = f": {verdict_words(diff, metric)}" if diff.ci is not None else ""
-    return (f"{head} ({level}, {where}{', samples resampled too' if diff.two_level else ''}){verdict} · "
-            f"{diff.improved} improved, {diff.regressed} regressed, {diff.unchanged} unchanged")
+    return (f"{metric} {delta_text(diff, spec.digits)} ({level}, {diff.adjustment}, {where}{sampled}): "
+            f"{verdict_words(diff, metric)} · {changes}")
+
+
+def no_interval_words(diff: Difference) -> str:
+    """Why `diff` has no interval, in words that do not repeat its counts: "no interval (it needs at least 30
+    common steps)"."""
+    need = load_settings()
+    if diff.steps < need.min_common_steps:
+        return f"no interval (it needs at least {need.min_common_steps} common steps)"
+    if diff.tasks < need.min_common_tasks:
+        return f"no interval (it needs at least {need.min_common_tasks} tasks)"
+    return diff.note or "no interval"
 
 
 def resample_setting(value: int | None) -> int:

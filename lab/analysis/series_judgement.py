@@ -23,7 +23,9 @@ from lab.errors import LabError
 from lab.store.db import Store
 from lab.scoring.paired import Difference
 from lab.analysis.interval_hint import hint_for
-from lab.analysis.run_pairs import AgainstBaseline, delta_text, metric_spec, mde_text, verdict_cell, verdict_words
+from lab.analysis.run_pairs import (
+    AgainstBaseline, delta_text, metric_spec, mde_text, points_text, signed, verdict_cell, verdict_words,
+)
 from lab.store.series import series_frame
 from lab.analysis.cache import Admit, shared, stats_table
 from lab.analysis.judge import Chances, against, chances
@@ -165,12 +167,13 @@ def best_text(stats: SeriesStats, run_id: str) -> str:
     if found.p_best[i] is None:
         return ""
     label = point_label(stats, list(stats.points["run_id"]).index(run_id))
-    return f"{label}: P(best) {found.p_best[i]:.2f}, expected regret {found.expected_regret[i]:.1f} points"
+    return f"{label}: P(best) {found.p_best[i]:.2f}, expected regret {points_text(found.expected_regret[i])}"
 
 
 def lead_text(stats: SeriesStats) -> str:
     """"step 200 over step 100: +0.8 [−1.1, +2.6], not distinguishable at 95 %: …; step 200: P(best) 0.61,
-    expected regret 0.4 points" (score)."""
+    expected regret 0.4 points" (score); two checkpoints whose difference shows as 0.00 are a tie, said so:
+    "step 200 and step 100 tie: Δ 0.00 [−1.9, +1.9], …"."""
     if stats.lead is None:
         return "fewer than two scored checkpoints: no lead to show"
     diff = stats.lead.difference
@@ -180,6 +183,8 @@ def lead_text(stats: SeriesStats) -> str:
     chance = best_text(stats, stats.lead.best)
     if diff is None:
         return f"{best} over {runner}: {stats.lead.note or 'not comparable'}"
+    if signed(diff.delta, 2) == signed(0.0, 2):  # no lead as shown: neither is ahead
+        return f"{best} and {runner} tie: Δ {delta_text(diff, 2)}" + (f", {verdict_words(diff)}" if diff.ci else "")
     return f"{best} over {runner}: {delta_text(diff, 2)}, {verdict_words(diff)}" + (f"; {chance}" if chance else "")
 
 
@@ -230,10 +235,11 @@ def adjustment_note(stats: SeriesStats) -> str:
     """What the intervals are, in one line."""
     k = len(stats.points) - 1
     chance = stats.chances.note if stats.chances is not None and stats.chances.note else ""
+    kind = (f"simultaneous over the {k} later checkpoints (max-T; pairwise where only one of them has an interval)"
+            if k > 1 else "pairwise (one later checkpoint)")
     return (f"Δ = checkpoint − the series' first point ({point_label(stats, 0)}) over their common steps; 95 % "
-            f"intervals simultaneous over the {k} later checkpoint{'s' if k != 1 else ''} (max-T), per part and "
-            "metric; detectable Δ: the smallest true difference each comparison finds 80 % of the time at that "
-            "level; P(best): the share of task resamples in which the checkpoint scores highest on the first "
+            f"intervals {kind}, per part and metric; detectable Δ: the smallest true difference each comparison "
+            "finds 80 % of the time at that level; P(best): the share of task resamples in which the checkpoint scores highest on the first "
             "point's steps, expected regret: the points picking it gives up on average"
             + (f" ({chance})" if chance else "") + "; lower reference NLL = the reference is likelier. "
             "Best vs runner-up: " + lead_text(stats) + (f" ({stats.lead_note})" if stats.lead_note else ""))

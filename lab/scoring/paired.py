@@ -393,13 +393,15 @@ def simultaneous_differences(summaries: Sequence[Summary], reps: np.ndarray | No
                              resamples: int, seed: int, chunk: int = 256) -> list[Difference]:
     """Simultaneous intervals (max-T over the columns of `reps`, the usable comparisons' replicates in order)
     and each one's MDE at the simultaneous critical value. Comparisons too_few refuses get no interval and do
-    not count in k. Columns are read `chunk` at a time (a baseline against a thousand runs stays small)."""
+    not count in k. A family of one (the others without an interval) is one comparison: its pairwise interval,
+    the one `compare` gives that pair, not a max-T interval over one column. Columns are read `chunk` at a time
+    (a baseline against a thousand runs stays small)."""
     from lab.scoring.power import detectable
 
     notes = [too_few(s, settings) for s in summaries]
     usable = [s for s, note in zip(summaries, notes) if not note]
-    if not usable:
-        return [_difference(s, None, None, note, settings, resamples, seed, PAIRWISE) for s, note in zip(summaries, notes)]
+    if len(usable) <= 1:
+        return pairwise_differences(summaries, reps, settings, resamples, seed)
     point = np.array([s.candidate - s.baseline for s in usable])
     se = np.empty(len(usable))
     worst = np.full(reps.shape[0], np.nan)
@@ -412,7 +414,7 @@ def simultaneous_differences(summaries: Sequence[Summary], reps: np.ndarray | No
             np.fmax(worst, np.nanmax(z, axis=1), out=worst)
     alpha = expanded_alpha(settings.confidence, min(s.effective_tasks for s in usable))
     crit = float(np.nanquantile(worst, 1 - alpha))
-    label = simultaneous_label(len(usable)) if len(usable) > 1 else PAIRWISE
+    label = simultaneous_label(len(usable))
     out, j = [], 0
     for s, note in zip(summaries, notes):
         if note:

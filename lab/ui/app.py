@@ -10,13 +10,9 @@ import gradio as gr
 from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.settings import PROJECT_ROOT, Settings
-from lab.ui.compare.tab import (
-    SHORTCUTS_JS,
-    CompareTab,
-    build_compare_tab,
-    step_outputs,
-    warm_instant_engines,
-)
+from lab.ui.compare.answers import warm_instant_engines
+from lab.ui.compare.handlers import CompareTab, step_outputs
+from lab.ui.compare.tab import SHORTCUTS_JS, build_compare_tab
 from lab.ui.compare.link import load_compare, load_outputs, wire_compare_link
 from lab.ui.shell.links import follow_tabs, open_tab
 from lab.ui.shell.public import launch_limits, watch_sessions
@@ -58,7 +54,8 @@ class OpenInCompare:
         if self.ctx.replay is None:
             gr.Warning(f"No replay data loaded: Compare needs one to show steps; {LOCAL_REPLAY_HINT}.")
             return (gr.update(selected="compare"), *(gr.update() for _ in self.compare.switch_outputs))
-        out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names))
+        out = step_outputs(self.ctx, step_key or first_step_of(self.ctx, names),
+                           baseline=self.compare.baseline_of(request))
         self.compare.painted(request, out.step_key)
         return (gr.update(selected="compare"), *self.compare.updates(out))
 

@@ -154,3 +154,34 @@ def test_compare_shows_the_run_level_difference_above_the_step(served, tmp_path)
         page.locator("#lab-next").click()  # another step: the run-level block stays
         expect(page.locator("#lab-run-delta")).to_contain_text("better")
         page.screenshot(path=str(out / "compare-pair.png"), full_page=True)
+
+
+def test_compare_baseline_picker_names_the_baseline_in_the_block(served, tmp_path):
+    """Issue 56 item 2: with three stored columns the block has a baseline picker (the stored columns, the first
+    picked), the title names the baseline; picking another compares every other column, the former baseline
+    too, against it, and the page keeps its pick on the next step."""
+    from playwright.sync_api import expect
+
+    url, ctx = served
+    out = shot_dir(tmp_path)
+    with lab_page(url, 1400) as page:
+        expect(page.locator("#lab-step input")).not_to_have_value("")
+        for name in ("base · ", "better · ", "myrun (checkpoint-100) · "):
+            pick(page, "#lab-run-picker", name)
+        page.locator("#lab-run-add").click()
+        title = page.locator("#lab-run-delta .lab-pair-title")
+        expect(title).to_contain_text("whole runs against the baseline base (95 %, simultaneous over 2 comparisons")
+        picker = page.locator("#lab-run-baseline")
+        expect(picker).to_be_visible()
+        expect(picker.locator("input").first).to_have_value("base")
+        pick(page, "#lab-run-baseline", "better")
+        expect(title).to_contain_text("whole runs against the baseline better (95 %")
+        base_id = ctx.query("SELECT run_id FROM runs WHERE model_short = 'base'")["run_id"][0]
+        expect(page.locator(f'#lab-run-delta li[data-run="{base_id}"]')).to_contain_text("Δ score −")
+        step = page.locator("#lab-step input").first
+        before = step.input_value()
+        page.locator("#lab-next").click()
+        expect(step).not_to_have_value(before)  # another step painted, the block with it
+        expect(title).to_contain_text("whole runs against the baseline better")
+        expect(picker.locator("input").first).to_have_value("better")
+        page.screenshot(path=str(out / "compare-baseline-picker.png"), full_page=True)

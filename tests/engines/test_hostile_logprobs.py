@@ -143,7 +143,7 @@ def test_a_stored_run_of_10000_alternatives_a_token_shows_k_of_them(tmp_path):
     from lab.engines.logprobs import logprob_settings
     from lab.settings import Settings
     from lab.serve import create_context
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
     from tests.ui.test_ui_handlers import write_stored_run
 
     result = write_stored_run(tmp_path / "plain.json", "huge-top")

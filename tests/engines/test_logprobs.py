@@ -252,7 +252,7 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
     from lab.runs.replay import ReplayConfig, replay
     from lab.settings import Settings
     from lab.serve import create_context
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
     from tests.ui.test_ui_handlers import write_stored_run
 
     runs = tmp_path / "results" / "runs"
@@ -271,7 +271,7 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
         ctx.pool.wait()
         from lab.ui.compare.step_data import answer_step
 
-        from lab.ui.compare.tab import generate_views
+        from lab.ui.compare.answers import generate_views
 
         shown = list(generate_views(ctx, step.key))  # Generate: answers first, then the live model's prefill
         for entry in ctx.engine_entries():

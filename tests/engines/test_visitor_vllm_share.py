@@ -69,7 +69,7 @@ def test_visitors_of_a_public_lab_get_their_part_and_their_engine_answers(vllm_e
 
     from lab.settings import Settings
     from lab.serve import create_context
-    from lab.ui.compare.tab import generate_views
+    from lab.ui.compare.answers import generate_views
     from lab.ui.shell.session import serve_requests
     from tests.helpers_store import make_results_dir
 

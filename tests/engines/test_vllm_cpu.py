@@ -279,7 +279,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     max_tokens over it: vLLM answers with fewer tokens, and the audit says how many were allowed."""
     from lab.prompts.audit import context_verdict
     from lab.ui.compare.audit_panel import compute_audit
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
     from lab.ui.compare.render_audit import audit_summary, render_audit_body
 
     engine = vllm_lab.pool.get("vl-lora")
@@ -317,7 +317,7 @@ def test_what_vllm_does_with_long_prompts_is_what_the_audit_and_column_say(vllm_
     key = base.key
     vllm_lab.replay.by_key[key] = dataclasses.replace(base, messages=({"role": "user", "content": over},))
     try:
-        from lab.ui.compare.tab import generate_views
+        from lab.ui.compare.answers import generate_views
 
         *_, views = list(generate_views(vllm_lab, key))
         view = next(v for v in views if v.name == "vl-lora")

@@ -178,7 +178,7 @@ def test_a_generate_whose_server_answers_8000_flag_letters_is_quick(tiny_model_d
     The server here is a real HTTP server on loopback (tests/engines/hostile_openai.py)."""
     from lab.settings import Settings
     from lab.serve import create_context
-    from lab.ui.compare.tab import generate_views
+    from lab.ui.compare.answers import generate_views
     from tests.engines.hostile_openai import HostileAnswer, hostile_openai
 
     letters = "ls -" + "l" * 8000

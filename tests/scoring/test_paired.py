@@ -179,7 +179,9 @@ def test_task_contributions_add_up_to_the_difference():
 
 def test_simultaneous_intervals_hold_k_comparisons_together():
     """max-T over k comparisons with one set of task draws: each interval is wider than its pairwise one, one
-    comparison alone gets a pairwise-sized interval, and comparisons without enough steps do not count in k."""
+    comparison alone (or the one left with an interval) gets its pairwise interval, the same one compare_each
+    gives (issue 56: a family of one labelled "pairwise" showed a max-T interval of its own), and comparisons
+    without enough steps do not count in k."""
     rng = np.random.default_rng(9)
     task = uneven_tasks(rng)
     base = rng.random(len(task))
@@ -192,10 +194,14 @@ def test_simultaneous_intervals_hold_k_comparisons_together():
         assert many.adjustment == "simultaneous over 4 comparisons (max-T)"
     alone = compare_many(metrics[:1], resamples=4000, seed=SEED)[0]
     assert alone.adjustment == "pairwise"
-    assert alone.high - alone.low == pytest.approx(pairwise[0].high - pairwise[0].low, rel=0.1)
+    assert (alone.low, alone.high, alone.mde) == pytest.approx((pairwise[0].low, pairwise[0].high, pairwise[0].mde),
+                                                               abs=1e-12)
     short = PairedMetric(np.arange(10), base[:10], base[:10])
     mixed = compare_many([*metrics[:2], short], resamples=4000, seed=SEED)
     assert mixed[2].ci is None and mixed[0].adjustment == "simultaneous over 2 comparisons (max-T)"
+    left_alone = compare_many([metrics[0], short], resamples=4000, seed=SEED)
+    assert left_alone[1].ci is None and left_alone[0].adjustment == "pairwise"
+    assert left_alone[0].ci == pytest.approx(pairwise[0].ci, abs=1e-12)
 
 
 @pytest.mark.parametrize("bad", [

@@ -108,7 +108,7 @@ def read_everything(root: Path, db: Path) -> list[str]:
     from lab.triage import SliceSpec, refresh_step_flags
     from lab.triage.compare_runs import DISAGREEMENT_VIEWS, disagreement, flip_table, flip_summary
     from lab.serve import create_context
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
     from lab.ui.results.tab import SORTS, count_html, draw_plot, leaderboard_frame, plot_registry
     from lab.ui.triage.handlers import slice_page
     from lab.triage.slices import ORDER_COLUMNS

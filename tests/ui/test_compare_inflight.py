@@ -41,7 +41,8 @@ def test_one_job_per_engine_and_step():
 
 def test_a_second_generate_and_a_reload_see_the_answer_in_flight(tiny_model_dir, tmp_path):
     from lab.serve import create_context
-    from lab.ui.compare.tab import follow_views, generate_views, step_outputs
+    from lab.ui.compare.answers import follow_views, generate_views
+    from lab.ui.compare.handlers import step_outputs
 
     settings = Settings(results_dir=tmp_path / "results", runs_dir=tmp_path / "results" / "runs",
                         db_path=tmp_path / "lab.duckdb", cache_dir=tmp_path / "cache", replay_path=str(EXCERPT))

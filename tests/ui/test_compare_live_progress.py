@@ -12,12 +12,12 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 
 @pytest.mark.slow
 def test_a_waiting_column_shows_elapsed_time_and_tokens_so_far(tiny_model_dir, tmp_path, monkeypatch):
-    import lab.ui.compare.tab as compare_tab
+    import lab.ui.compare.answers as compare_answers
     from lab.serve import create_context
-    from lab.ui.compare.tab import generate_views
+    from lab.ui.compare.answers import generate_views
 
     # the app refreshes every second; the tiny model may answer within one on a fast, idle machine
-    monkeypatch.setattr(compare_tab, "LIVE_EVERY_S", 0.02)
+    monkeypatch.setattr(compare_answers, "LIVE_EVERY_S", 0.02)
     from lab.ui.compare.render_html import render_column
 
     settings = Settings(results_dir=tmp_path / "results", runs_dir=tmp_path / "results" / "runs",

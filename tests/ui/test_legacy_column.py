@@ -54,7 +54,7 @@ def lab_ctx(tmp_path, monkeypatch):
 
 
 def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, monkeypatch):
-    from lab.ui.compare.tab import column_badges, step_outputs
+    from lab.ui.compare.handlers import column_badges, step_outputs
     from lab.ui.compare.step_data import answer_step
 
     ctx, entry = lab_ctx
@@ -76,7 +76,7 @@ def test_legacy_column_uses_the_legacy_replay_and_scorer_and_says_so(lab_ctx, mo
 
 
 def test_a_step_the_legacy_replay_lacks_is_not_in_this_run_with_the_reason(lab_ctx, monkeypatch, tmp_path):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx, _ = lab_ctx
     lines = EXCERPT.read_text(encoding="utf-8").splitlines()
@@ -95,7 +95,7 @@ def test_a_step_the_legacy_replay_lacks_is_not_in_this_run_with_the_reason(lab_c
 
 
 def test_without_a_legacy_replay_the_column_says_how_to_get_it(lab_ctx):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx, _ = lab_ctx  # no $LAB_LEGACY_REPLAY, empty cache folder
     out = step_outputs(ctx, ctx.step_keys()[0])
@@ -104,7 +104,7 @@ def test_without_a_legacy_replay_the_column_says_how_to_get_it(lab_ctx):
 
 
 def test_a_missing_legacy_replay_file_is_a_message_in_the_column(lab_ctx, monkeypatch, tmp_path):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx, _ = lab_ctx
     monkeypatch.setenv("LAB_LEGACY_REPLAY", str(tmp_path / "nope.jsonl"))
@@ -136,7 +136,7 @@ def test_the_column_scores_on_the_legacy_reference_with_the_legacy_rules(tmp_pat
     """The legacy replay's first step has no commands and the run answered none: the legacy scorer's
     empty-vs-empty is 1.0 (the loaded replay's reference, or the corrected scorer, would give 0.0)."""
     from lab.serve import create_context
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     lines = EXCERPT.read_text(encoding="utf-8").splitlines()
     first = json.loads(lines[0])

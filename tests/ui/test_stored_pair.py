@@ -1,6 +1,7 @@
 """Compare's run-level block for stored columns (lab.ui.compare.stored_pair): two columns get the pair's
-comparison, three or more each against the first with simultaneous intervals, and drawing it while the page
-switches steps never waits on the store lock it holds (a step switch once hung 3 minutes on it)."""
+comparison, three or more each against the baseline (the first column unless another is picked) with
+simultaneous intervals, and drawing it while the page switches steps never waits on the store lock it holds (a
+step switch once hung 3 minutes on it)."""
 from __future__ import annotations
 
 import threading
@@ -55,4 +56,18 @@ def test_one_two_and_three_stored_columns(ctx):
     ctx.add_stored_run(run_id(ctx, "same"))
     many = drawn(ctx)
     assert "simultaneous over 2 comparisons (max-T)" in many
-    assert many.count("<li ") == 2 and "against the first stored column, <b>base</b>" in many
+    assert many.count("<li ") == 2 and "against the baseline <b>base</b>" in many
+
+
+def test_the_baseline_is_a_stored_column_the_first_unless_picked(ctx):
+    from lab.ui.compare.stored_pair import run_block
+
+    for name in ("base", "better", "same"):
+        ctx.add_stored_run(run_id(ctx, name))
+    entries = ctx.engine_entries()
+    first = run_block(ctx, entries)
+    assert first.baseline == run_id(ctx, "base") and [r for _, r in first.choices][:1] == [first.baseline]
+    picked = run_block(ctx, entries, run_id(ctx, "same"))
+    assert picked.baseline == run_id(ctx, "same") and "against the baseline <b>same</b>" in picked.html
+    assert f'data-run="{run_id(ctx, "base")}"' in picked.html and picked.html.count("<li ") == 2
+    assert run_block(ctx, entries, "no-such-run").baseline == first.baseline  # not a column: the first one

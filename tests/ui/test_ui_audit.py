@@ -11,7 +11,8 @@ import pytest
 from lab.engines import create_engine
 from lab.settings import Settings
 from lab.ui.compare.audit_panel import audit_answer
-from lab.ui.compare.tab import generate_views, step_outputs
+from lab.ui.compare.answers import generate_views
+from lab.ui.compare.handlers import step_outputs
 from lab.ui.compare.render_html import render_column, render_f1_gap
 from lab.ui.compare.step_view import f1_gap
 from tests.paths import EXCERPT

@@ -75,7 +75,7 @@ def lab(tmp_path_factory):
 
 
 def test_step_outputs_show_reference_and_stored_metrics(lab):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx, _, _, stored = lab
     key = ctx.replay.steps[2].key
@@ -90,7 +90,7 @@ def test_step_outputs_show_reference_and_stored_metrics(lab):
 
 
 def test_neighbour_keys_walk_the_dataset_and_clamp(lab):
-    from lab.ui.compare.tab import neighbour_key
+    from lab.ui.compare.handlers import neighbour_key
 
     ctx = lab[0]
     keys = ctx.step_keys()
@@ -109,7 +109,7 @@ def test_bad_spec_is_a_message_not_a_traceback(lab):
 
 
 def test_missing_stored_file_fails_in_its_column(lab, tmp_path):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx = lab[0]
     name = ctx.add_engine(f"stored:{tmp_path / 'missing.json'}", wait=True)
@@ -223,21 +223,21 @@ def test_the_switch_painted_last_decides_where_a_generate_paints(lab, tiny_model
     import threading
     from types import SimpleNamespace
 
-    import lab.ui.compare.tab as compare_tab
+    import lab.ui.compare.handlers as compare_handlers
 
     ctx, demo, _, _ = lab
     handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}
     show_step, next_step, generate = handlers["show_step"], handlers["next_step"], handlers["generate"]
     keys = ctx.step_keys()
     held, release = {"key": None}, threading.Event()
-    real = compare_tab.step_outputs
+    real = compare_handlers.step_outputs
 
     def slow_for_held(c, key, *args, **kwargs):
         if key is not None and key == held["key"]:
             release.wait(30)
         return real(c, key, *args, **kwargs)
 
-    monkeypatch.setattr(compare_tab, "step_outputs", slow_for_held)
+    monkeypatch.setattr(compare_handlers, "step_outputs", slow_for_held)
     name = ctx.add_engine(f"transformers:{tiny_model_dir}?max_tokens=64&name=last-painted&device=cpu", wait=True)
     session = SimpleNamespace(session_hash="last-painted-session")
     try:
@@ -277,7 +277,7 @@ def test_the_tab_shown_again_never_paints_over_a_move(lab, monkeypatch):
     import threading
     from types import SimpleNamespace
 
-    import lab.ui.compare.tab as compare_tab
+    import lab.ui.compare.handlers as compare_handlers
 
     ctx, demo, _, _ = lab
     handlers = {f.api_name: f.fn for f in demo.fns.values() if f.api_name}
@@ -285,14 +285,14 @@ def test_the_tab_shown_again_never_paints_over_a_move(lab, monkeypatch):
     refresh = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "refresh_step")
     keys = ctx.step_keys()
     release = threading.Event()
-    real = compare_tab.step_outputs
+    real = compare_handlers.step_outputs
 
     def slow_refresh(c, key, *args, **kwargs):
         if key == keys[2] and threading.current_thread().name == "refresh":
             release.wait(30)
         return real(c, key, *args, **kwargs)
 
-    monkeypatch.setattr(compare_tab, "step_outputs", slow_refresh)
+    monkeypatch.setattr(compare_handlers, "step_outputs", slow_refresh)
     session = SimpleNamespace(session_hash="refresh-session")
     skip = {"__type__": "update"}  # gr.skip(): the component keeps what it shows
     try:

@@ -30,7 +30,7 @@ def ctx(tmp_path_factory):
 
 
 def test_a_step_switch_parses_the_reference_once(ctx, monkeypatch):
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     step = ctx.replay.steps[3]
     assert (("reference", step.key)) not in ctx.views  # a step no column has answered yet
@@ -61,7 +61,7 @@ def test_a_step_switch_parses_the_reference_once(ctx, monkeypatch):
 
 
 def test_step_data_is_what_the_views_show(ctx):
-    from lab.ui.compare.tab import outputs_of, step_outputs
+    from lab.ui.compare.handlers import outputs_of, step_outputs
     from lab.ui.compare.step_data import step_data
 
     key = ctx.replay.steps[1].key

@@ -240,7 +240,7 @@ def test_clicking_a_lab_run_opens_it_in_compare(lab):
 
 def test_compare_shows_tags_of_stored_runs(lab):
     from lab.triage import add_annotation
-    from lab.ui.compare.tab import step_outputs
+    from lab.ui.compare.handlers import step_outputs
 
     ctx, _ = lab
     path = Path(ctx.settings.runs_dir) / "altered.json"

@@ -12,7 +12,7 @@ import gradio as gr
 
 from lab.errors import LabError
 from lab.ui.compare.link_row import LINK_ID
-from lab.ui.compare.tab import CompareTab, step_outputs
+from lab.ui.compare.handlers import CompareTab, step_outputs
 from lab.ui.shell.links import (
     Link, base_of, follow_in_address_bar, link_url, listed, notice_html, request_link, shown,
 )
@@ -75,7 +75,7 @@ def load_compare(ctx: LabContext, view: CompareTab, request: gr.Request) -> tupl
     key, notes = open_link(ctx, request_link(request))
     if ctx.replay is None or not ctx.replay.steps:
         return (*(gr.update() for _ in view.switch_outputs), notice_html(notes))
-    out = step_outputs(ctx, key)
+    out = step_outputs(ctx, key, baseline=view.baseline_of(request))
     view.painted(request, out.step_key)
     return (*view.updates(out), notice_html(notes))
 

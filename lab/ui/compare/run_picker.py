@@ -80,18 +80,18 @@ def add_runs(ctx: LabContext, run_ids: list[str]) -> list[str]:
     return messages
 
 
-def wire_run_picker(ctx: LabContext, picker: RunPicker, outputs: list, redraw: Callable[[str | None], tuple],
-                    step: gr.Dropdown, tab: gr.Tab) -> None:
-    """Add the picked runs, then redraw the current step through `redraw(key)` (Compare's updates for
+def wire_run_picker(ctx: LabContext, picker: RunPicker, outputs: list,
+                    redraw: Callable[[str | None, gr.Request | None], tuple], step: gr.Dropdown, tab: gr.Tab) -> None:
+    """Add the picked runs, then redraw the current step through `redraw(key, request)` (Compare's updates for
     `outputs`, passed in by the tab); the choices refresh when the tab opens."""
 
-    def on_add(run_ids: list[str], key: str | None):
+    def on_add(run_ids: list[str], key: str | None, request: gr.Request):
         for message in add_runs(ctx, list(run_ids or [])):
             kind, text = message.split(":", 1)
             (gr.Warning if kind == "warning" else gr.Info)(text)
         if ctx.replay is None:
             return (gr.update(value=[]), *(gr.update() for _ in outputs))
-        return (gr.update(choices=run_choices(ctx), value=[]), *redraw(key))
+        return (gr.update(choices=run_choices(ctx), value=[]), *redraw(key, request))
 
     picker.add.click(on_add, [picker.runs, step], [picker.runs, *outputs], api_name="add_runs")
     tab.select(lambda: gr.update(choices=run_choices(ctx)), None, picker.runs, api_visibility="private",

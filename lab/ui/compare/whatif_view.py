@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, ContextManager, Iterator
 
 import gradio as gr
 
@@ -27,17 +27,18 @@ _SHARED_LOCK = threading.Lock()
 
 
 class LockedKeeper:
-    """A keeper whose calls take the lab's store lock (the tabs share one DuckDB connection)."""
+    """A keeper whose calls hold the lab's store (`hold`: LabContext.store_session; the tabs share one DuckDB
+    connection)."""
 
-    def __init__(self, keeper: WhatIfKeeper, lock: threading.Lock) -> None:
-        self._keeper, self._lock = keeper, lock
+    def __init__(self, keeper: WhatIfKeeper, hold: Callable[[], ContextManager]) -> None:
+        self._keeper, self._hold = keeper, hold
         self.shared = keeper.shared
 
     def __getattr__(self, name: str):
         method = getattr(self._keeper, name)
 
         def call(*args, **kwargs):
-            with self._lock:
+            with self._hold():
                 return method(*args, **kwargs)
 
         return call
@@ -49,9 +50,9 @@ def keeper_for(ctx: LabContext, session: str | None) -> WhatIfKeeper:
         with _SHARED_LOCK:
             known = _SHARED.get(id(ctx.store))
             if known is None or known.store is not ctx.store:  # an id can be reused after a store closes
-                with ctx._store_lock:
-                    _SHARED[id(ctx.store)] = DuckWhatIfStore(ctx.store)
-            return LockedKeeper(_SHARED[id(ctx.store)], ctx._store_lock)
+                with ctx.store_session() as store:
+                    _SHARED[id(store)] = DuckWhatIfStore(store)
+            return LockedKeeper(_SHARED[id(ctx.store)], ctx.store_session)
     session = session or "-"
     keeper = _SESSIONS.get(session)
     if keeper is None:

@@ -9,9 +9,13 @@ from lab.ui.shell.paired_html import comparison_html
 
 
 def paired_view(ctx: LabContext, baseline: str, candidate: str) -> tuple[str, pd.DataFrame]:
-    """(header HTML, per-task shares of the score difference) for two stored runs (LabError passes up)."""
-    from lab.analysis.run_pairs import task_breakdown
+    """(header HTML, per-task shares of the score difference) for two stored runs (LabError passes up); the
+    shares are signed as the block's Δ is (+1.234 / −1.234, a real minus sign)."""
+    from lab.analysis.run_pairs import metric_spec, signed, task_breakdown
     from lab.analysis.shared_views import pair_comparison
 
     comparison = pair_comparison(ctx.store, baseline, candidate, hold=ctx.store_session, admit=ctx.pair_admission)
-    return comparison_html(comparison, elem_id="triage-pair"), task_breakdown(comparison, "score")
+    tasks = task_breakdown(comparison, "score")
+    digits = metric_spec("score").digits + 1
+    tasks["contribution"] = [signed(float(v), digits) for v in tasks["contribution"]]
+    return comparison_html(comparison, elem_id="triage-pair"), tasks
