@@ -62,7 +62,7 @@ from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
 from lab.engines.client.fields import request_fields  # noqa: E402
-from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 from tests.engines import helpers_presets  # noqa: E402
 from tests.helpers_servers import server_memory_gib  # noqa: E402

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.reference_likelihood import tokenize_pair  # noqa: E402
-from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
 from lab.runs.reference_run import ReferenceConfig, score_reference_run  # noqa: E402
 from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402

@@ -29,7 +29,8 @@ from lab.engines.reference_likelihood import ReferenceScore, unit_logprobs, unit
 from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
-from lab.runs.pipeline import parse_reference, render_for_engine
+from lab.prompts.engine_prompt import render_for_engine
+from lab.runs.pipeline import parse_reference
 from lab.runs.replay import run_file_name, user_run_name, utc_timestamp
 
 KIND = "tb2lite-reference-likelihood"

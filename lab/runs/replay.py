@@ -21,7 +21,8 @@ from lab.prompts.render import template_metadata
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.runs.meter import ReplayMeter, step_tokens
-from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, run_steps
+from lab.prompts.engine_prompt import prompt_options_of, render_for_engine
+from lab.runs.pipeline import StepResult, run_steps
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps

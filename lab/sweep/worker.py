@@ -156,7 +156,7 @@ class EngineWorker:
             if _key(row) not in sent:
                 yield ("row", row, None)
         if what == ANSWERS and options["config"].get("extra", {}).get("num_shards"):  # the merge recomputes context stats
-            from lab.runs.pipeline import render_for_engine
+            from lab.prompts.engine_prompt import render_for_engine
 
             yield ("lengths", [render_for_engine(self.engine, s).n_tokens for s in steps])
         yield ("result", result)

@@ -248,7 +248,7 @@ def test_the_lab_sends_vllm_the_token_ids_it_rendered_and_gets_the_answer_of_the
     """A managed vLLM server gets each prompt as the ids the lab rendered (it would tokenize the same text
     again): the same greedy answer and prompt count as the text itself, and the ids are what it read."""
     from lab.data.replay import load_replay
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     engine = vllm_lab.pool.get("vl-key")
     step = load_replay(EXCERPT).steps[0]
@@ -386,7 +386,7 @@ def test_vllm_and_transformers_agree_on_answer_and_reference_log_probabilities(v
     reference's per-token log-probabilities within 1e-3, on the excerpt's first steps."""
     from lab.data import load_replay
     from lab.engines import create_engine
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
     from lab.runs.reference_run import score_step
 
     served = vllm_lab.pool.get("vl-key")

@@ -8,7 +8,7 @@ from lab.engines.common import EngineBase
 from lab.engines.context import context_length, prompt_fits
 from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
 from lab.prompts.contracts import get_contract
-from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
+from lab.prompts.engine_prompt import engine_adds_special_tokens, prompt_options_of, render_for_engine
 from lab.ui.shell.model_text import model_facts_text
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.render_audit import audit_summary, render_audit_body
