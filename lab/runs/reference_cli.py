@@ -42,7 +42,8 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.cli_engines import CliEngines
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
     from lab.runs.replay import check_run_name_length, run_file_name
-    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection
+    from lab.runs.options import replay_settings, select_steps, step_selection
+    from lab.runs.replay_cli import note
     from lab import jsontext
 
     settings = replay_settings(args)

@@ -28,14 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _select(args: argparse.Namespace, settings: Settings):
-    from lab.runs.replay_cli import select_steps
+    from lab.runs.options import select_steps
 
     return select_steps(args, settings)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.engines.preset_fit import spec_fit_warnings
-    from lab.runs.replay_cli import replay_settings
+    from lab.runs.options import replay_settings
     from lab.runs.samples_cli import check_sample_args
     from lab.sweep.bars import TerminalBars
     from lab.sweep.options import REFERENCE

@@ -22,7 +22,7 @@ def worker_options(args: argparse.Namespace, run_name: str | None, extra: dict, 
                    what: str = ANSWERS, replay_steps: int | None = None) -> dict:
     """What a worker needs to build the ReplayConfig that `replay` would build (or the ReferenceConfig of
     `score-reference` when `what` is REFERENCE)."""
-    from lab.runs.replay_cli import step_selection
+    from lab.runs.options import step_selection
 
     config = {
         "eval_path": source, "scorer": args.scorer, "chunk_size": args.chunk_size,

@@ -5,7 +5,7 @@ import argparse
 
 from lab.data.replay import ReplaySet
 from lab.data.step import Step
-from lab.runs.replay_cli import select_steps, step_selection
+from lab.runs.options import select_steps, step_selection
 from lab.settings import Settings
 from lab.training.options import EvalOptions
 
