@@ -99,12 +99,17 @@ def check_run_name_length(explicit: str | None) -> None:
                        "(it becomes the result file's name)")
 
 
+def run_stem(name: str, fallback: str) -> str:
+    """`name` made a path-safe file stem (`fallback` when nothing of it is left), cut to `run_name_max`."""
+    stem = _stem(name) or fallback
+    return stem[:run_name_max()].rstrip("-")
+
+
 def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
     check_run_name_length(explicit)
-    stem = _stem(explicit or default_run_name(engine)) or engine.kind
-    return stem[:run_name_max()].rstrip("-")
+    return run_stem(explicit or default_run_name(engine), engine.kind)
 
 
 def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
