@@ -13,7 +13,7 @@ from lab.errors import LabError
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import RunClaim, RunNameTaken, claim_run
 from lab.sweep import progress as states
-from lab.sweep.options import ANSWERS
+from lab.sweep.options import JobOptions
 from lab.sweep.progress import JobProgress, ProgressFn
 from lab.sweep.worker import EngineWorker
 
@@ -26,7 +26,7 @@ class Job:
 
     spec: str
     steps: list
-    options: dict
+    options: JobOptions
     resources: dict
     run_name: str | None = None
     shard: tuple[int, int] | None = None  # (index, count)
@@ -113,7 +113,7 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
         checkpoint = None
         try:
             report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
-            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name, job.options.get("what", ANSWERS))))
+            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name, job.options.what)))
             other = report.claim(job, stem)
             if other is not None:  # its name is known only once loaded: refused before it writes anything
                 report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own "

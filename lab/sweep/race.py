@@ -82,7 +82,7 @@ def race_document(race: Race, book: RaceBook, jobs: list) -> dict:
             entry["error"] = job.error
     return {"seed": race.seed, "round_tasks": race.round_tasks, "budget_steps": race.budget_steps,
             "steps_spent": spent, "full_sweep_steps": full, "share_of_full_sweep": round(spent / full, 4) if full else None,
-            "replay": race.sweep.replay_path, **body}
+            "replay": race.sweep.source.path, **body}
 
 
 def write_json(path: Path, document: dict) -> None:

@@ -7,7 +7,7 @@ end, keeps its `NAME.partial.jsonl` for `python -m lab replay --resume`."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.runs.checkpoint import Checkpoint
@@ -71,7 +71,7 @@ def _stream(ray, job: RaceJob, steps_ref, keys: list[str], report: _Reporter) ->
     try:
         header, entries = checkpoint.read_entries()
         report(job, done=len(job.rows), state=states.RUNNING)
-        options = {**job.options, "only": keys}
+        options = replace(job.options, only=frozenset(keys))
         for ref in job.actor.run.options(num_returns="streaming").remote(steps_ref, options, header, entries):
             message = ray.get(ref)
             if message[0] == "header":

@@ -20,7 +20,8 @@ from lab.runs.checkpoint import Checkpoint
 from lab.runs.claims import TakenFn
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.runs.reference_run import ReferenceConfig, score_reference_run
-from lab.runs.replay import ReplayConfig, replay
+from lab.runs.options import ReplaySource, RunOptions, replay_config
+from lab.runs.replay import replay
 from lab.training.budget import Deadline
 from lab.training.metrics import checkpoint_metrics
 
@@ -101,10 +102,10 @@ def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
     with Deadline(plan.budget_s, stop) as deadline:
         try:
             # the name is claimed as given (checked free just before: lab.training.naming), never replaced
-            config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
-                                  replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
-                                  replay_steps=plan.replay_steps, extra=plan.extra, name_given=True, taken=plan.taken,
-                                  resume=plan.resume)
+            run = RunOptions(replay=plan.eval_path, resume=plan.resume)  # the engine's SPEC carries the sampling
+            source = ReplaySource(plan.eval_path, plan.replay_fingerprint, plan.replay_steps)
+            config = replay_config(run, engine, source, plan.out_dir, run_name=plan.stem, name_given=True,
+                                   selection=plan.selection, extra=plan.extra, taken=plan.taken)
             done = _finished(plan.out_dir / f"{plan.stem}.json") if plan.resume else None
             outcome.result_path = done or replay(engine, steps, config, stop=deadline.stop)
             if plan.reference:
