@@ -310,7 +310,7 @@ class OpenAIEngine(EngineBase):
         choices = answer.get("choices") if isinstance(answer, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         rows = choice.get("prompt_logprobs") if choice is not None else None
-        if not isinstance(rows, list) or len(rows) < total:
+        if not isinstance(rows, list) or len(rows) < len(pair.prompt_ids) + len(pair.ref_ids):
             return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
                                   error="the server returned no prompt log-probabilities (vLLM does)")
         logprobs, tokens = [], []

@@ -100,3 +100,32 @@ def test_the_transformers_engine_scores_a_reference_exactly_at_its_context(tiny_
         assert refused.error == f"prompt + reference is {total} tokens, past the context of {total - 1}"
     finally:
         engine.close()
+
+
+def test_the_openai_engine_asks_a_server_for_a_reference_one_token_below_its_context(tiny_model_dir):
+    """Through a real HTTP server speaking the completions API: the ids go as they are, with max_tokens 1; at the
+    context itself the lab refuses the reference without sending it (vLLM would refuse it: SERVER_MIN_NEW_TOKENS)."""
+    from tests.engines.hostile_openai import HostileAnswer, hostile_openai
+
+    def prompt_logprobs(prompt: list[int]):
+        return [None] + [{str(t): {"logprob": -0.5, "decoded_token": "x"}} for t in prompt[1:]]
+
+    answer = HostileAnswer(prompt_logprobs=prompt_logprobs)
+    with hostile_openai(str(tiny_model_dir), answer) as url:
+        engine = create_engine(f"openai:{url}#{tiny_model_dir}?retries=0")
+        engine.load()
+        try:
+            pair = tokenize_pair(engine.tokenizer, PROMPT, REFERENCE)
+            total = len(pair.prompt_ids) + len(pair.ref_ids)
+            engine.max_model_len = total + SERVER_MIN_NEW_TOKENS  # room for the one token the request generates
+            sent = len(answer.bodies)  # (the load's probe)
+            scored = engine.score_reference(PROMPT, REFERENCE)
+            assert scored.error is None and scored.logprobs == [-0.5] * len(pair.ref_ids)
+            [body] = answer.bodies[sent:]
+            assert body["prompt"] == pair.prompt_ids + pair.ref_ids and body["max_tokens"] == SERVER_MIN_NEW_TOKENS
+            engine.max_model_len = total
+            refused = engine.score_reference(PROMPT, REFERENCE)
+            assert refused.error == f"prompt + reference is {total} tokens (+ 1 generated), past the context of {total}"
+            assert len(answer.bodies) == sent + 1  # never sent
+        finally:
+            engine.close()
