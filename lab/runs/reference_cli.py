@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.replay import check_run_name_length, run_file_name
     from lab.runs.options import replay_settings, select_steps
     from lab.runs.replay_cli import note, run_options
+    from lab import jsontext
 
     options = run_options(args)
     settings = replay_settings(options.replay)

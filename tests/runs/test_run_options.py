@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from lab.data import load_replay
 from lab.engines import create_engine
 from lab.engines.base import Sampling
 from lab.runs.options import ReplaySource, RunOptions, SamplingAsked, replay_config, select_steps
