@@ -101,7 +101,7 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
 
 def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
     """Per engine: its file (shards merged into the unsharded run, written next to them), or its error."""
-    from lab.runs.claims import claim_run
+    from lab.runs.checkpoint import RunCheckpoint
     from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
     from lab.sweep.shards import merge, merge_reference
 
@@ -126,8 +126,8 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
             merged = merge([j.result for j in mine], options.scorer, options.samples, threshold,
                            [j.lengths for j in mine])
         # the shards' merged run: a finished run of that name is kept (this one gets NAME-2 …: lab.runs.claims)
-        with claim_run(sweep.out_dir, mine[0].path.name.rsplit('-shard', 1)[0]) as claim:
-            path = claim.write_final(merged)
+        with RunCheckpoint.claim(sweep.out_dir, mine[0].path.name.rsplit('-shard', 1)[0]) as run:
+            path = run.finish(merged)
         outcomes.append(Outcome(spec, path, merged["aggregate"], missing=missing))
     return outcomes
 

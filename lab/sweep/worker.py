@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lab.runs.checkpoint import Checkpoint, Entry
+from lab.runs.claims import partial_path
 from lab.sweep.leftovers import PREFIX, keep, remove_orphans
 from lab.sweep.options import ANSWERS, REFERENCE, JobOptions
 
@@ -104,7 +105,7 @@ class EngineWorker:
         or ("partial",) when `options.only` left steps for a later call (a race's round)."""
         what = options.what
         config, make_file = self._job(steps, options)
-        checkpoint = Checkpoint(self.dir / f"{self._stem(options.run_name, what)}.partial.jsonl")
+        checkpoint = Checkpoint(partial_path(self.dir, self._stem(options.run_name, what)))  # the one replay writes
         if header is not None:
             checkpoint.start(header)
             for entry in entries:
