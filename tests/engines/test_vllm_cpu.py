@@ -400,7 +400,8 @@ def test_vllm_needs_room_for_one_new_token_as_the_fit_budget_says(vllm_lab):
     assert context_verdict(CONTEXT, CONTEXT, 8, engine.overlong_prompt) == (True, 0)
     assert context_verdict(CONTEXT - 1, CONTEXT, 8, engine.overlong_prompt) == (False, 1)
 
-    body = {"model": engine.model_id, "max_tokens": SERVER_MIN_NEW_TOKENS, "temperature": 0.0, "prompt_logprobs": 0}
+    body = {"model": engine.client.model_id, "max_tokens": SERVER_MIN_NEW_TOKENS, "temperature": 0.0,
+            "prompt_logprobs": 0}  # the request the client sends for a reference (its served name)
     scored = httpx.post(f"{engine.server.base_url}/v1/completions", json={**body, "prompt": ids[:-1]}, timeout=600)
     refused = httpx.post(f"{engine.server.base_url}/v1/completions", json={**body, "prompt": ids}, timeout=600)
     assert scored.status_code == 200 and refused.status_code == 400, refused.text[:300]
