@@ -62,7 +62,8 @@ from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
 from lab.engines.client.fields import request_fields  # noqa: E402
-from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.engines.context import prompt_fits  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 from tests.engines import helpers_presets  # noqa: E402
 from tests.helpers_servers import server_memory_gib  # noqa: E402
@@ -146,7 +147,7 @@ def one_architecture(arch: str, args: argparse.Namespace, exe: str, tmp: Path) -
             engine, lab = lab_start(spec)
             if number == 0:
                 fitting = ((s, render_for_engine(engine, s)) for s in load_replay(args.replay).steps)
-                chosen = [(s, r) for s, r in fitting if (r.n_tokens or CONTEXT) + args.max_tokens <= CONTEXT][:args.steps]
+                chosen = [(s, r) for s, r in fitting if prompt_fits(r.n_tokens or CONTEXT, args.max_tokens, CONTEXT)][:args.steps]
                 steps, rendered = [s for s, _ in chosen], [r for _, r in chosen]
                 prompts = [r.text for r in rendered]
                 sent = [list(r.token_ids) if engine.client.prompt_as_ids and r.token_ids is not None else r.text

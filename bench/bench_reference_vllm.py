@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.reference_likelihood import tokenize_pair  # noqa: E402
-from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.engines.context import SERVER_MIN_NEW_TOKENS, reference_fit_error  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
 from lab.runs.reference_run import ReferenceConfig, score_reference_run  # noqa: E402
 from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
@@ -61,7 +62,8 @@ def main() -> None:
             pairs, steps = [], []
             for step in load_replay(args.replay).steps:
                 pair = tokenize_pair(engine.tokenizer, render_for_engine(engine, step).text, step.ref_raw)
-                if len(pair.prompt_ids) + len(pair.ref_ids) + 1 <= CONTEXT and len(steps) < args.limit:
+                fits = reference_fit_error(len(pair.prompt_ids), len(pair.ref_ids), CONTEXT, SERVER_MIN_NEW_TOKENS) is None
+                if fits and len(steps) < args.limit:
                     steps.append(step)
                     pairs.append({"ids": pair.prompt_ids + pair.ref_ids, "n_prompt": len(pair.prompt_ids)})
             tokens = sum(len(p["ids"]) for p in pairs)

@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 from lab.data.replay import load_replay  # noqa: E402
 from lab.engines import create_engine  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
-from lab.runs.pipeline import render_for_engine  # noqa: E402
+from lab.engines.context import prompt_fits  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 from bench.record import Record, vllm_version  # noqa: E402
 from bench.vllm_cpu_setup import run_offline, tiny_vllm_model, vllm_exe  # noqa: E402
@@ -60,7 +61,7 @@ def main() -> None:
         engine.load()
         try:
             steps = [s for s in replay_set.steps
-                     if (render_for_engine(engine, s).n_tokens or CONTEXT) + args.max_tokens <= CONTEXT]
+                     if prompt_fits(render_for_engine(engine, s).n_tokens or CONTEXT, args.max_tokens, CONTEXT)]
             prompts = [render_for_engine(engine, s).text for s in steps]
             tokens = sum(render_for_engine(engine, s).n_tokens for s in steps)
             print(f"{len(steps)} steps that fit {CONTEXT} tokens ({tokens:,} prompt tokens), {args.max_tokens} new tokens "

@@ -51,7 +51,8 @@ from lab.data.replay import load_replay  # noqa: E402
 from lab.engines.base import Sampling  # noqa: E402
 from lab.engines.pool import READY, EnginePool  # noqa: E402
 from lab.runs.checkpoint import Checkpoint  # noqa: E402
-from lab.runs.pipeline import render_for_engine, run_steps  # noqa: E402
+from lab.prompts.engine_prompt import render_for_engine  # noqa: E402
+from lab.runs.pipeline import run_steps  # noqa: E402
 from lab.runs.replay import ReplayConfig, replay  # noqa: E402
 
 # name -> (model folder, SPEC options beyond the common ones)

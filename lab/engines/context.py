@@ -1,7 +1,8 @@
-"""A model's context length read from its own config (assets/context.yaml says where), the one test of
-whether a prompt fits a context (`prompt_fits`), the one resolution of an engine's context
-(`context_length`), and the guard that refuses a prompt which, with `max_tokens`, would run past it:
-in-process transformers and `transformers serve` would otherwise generate past the model's positions."""
+"""A model's context length read from its own config (assets/context.yaml says where), the one budget of a
+prompt in a context (`prompt_budget`) and the one test of whether it fits (`prompt_fits`, `reference_fit_error`
+for a reference scored after its prompt), the one resolution of an engine's context (`context_length`), and the
+guard that refuses a prompt which, with `max_tokens`, would run past it: in-process transformers and
+`transformers serve` would otherwise generate past the model's positions."""
 from __future__ import annotations
 
 import functools
@@ -73,10 +74,43 @@ def read_context_length(model_source: str) -> tuple[int, str] | None:
     return model_context_length(config, tokenizer)
 
 
+# New tokens a server's generation request needs room for, whatever its max_tokens: vLLM (0.32, the lab's
+# pinned version) refuses a prompt of exactly max_model_len tokens, "plus the number of requested output tokens
+# (at least 1)" (vllm/v1/engine/input_processor.py, _validate_prompt_len); a reference scored through a server
+# is one such request (prompt_logprobs with max_tokens=1)
+SERVER_MIN_NEW_TOKENS = 1
+
+
+def prompt_budget(max_model_len: int, new_tokens: int) -> int:
+    """The most prompt tokens a context of `max_model_len` holds while leaving room for `new_tokens` more:
+    `max_model_len - new_tokens` (the lab's one formula: the engines' refusals, the replay's guard, the prompt
+    audit's budget and cut, the reference's fit).
+
+    The prompt is counted as the engine sends it, with the special tokens its tokenizer adds (a BOS: vLLM's
+    /v1/completions and `transformers serve` tokenize a text prompt with them, a transformers engine unless
+    `add_special_tokens=false`; lab.prompts.render.sent_tokens): a prompt whose own text is at the budget is one
+    token over it once the server prepends BOS. Token ids sent as such (the reference's likelihood through a
+    server) get nothing added. Position `max_model_len - 1` is the last the model has, so a prompt of exactly
+    the budget fits, one token more does not."""
+    return max_model_len - new_tokens
+
+
 def prompt_fits(n_tokens: int, max_tokens: int, max_model_len: int) -> bool:
-    """Whether a prompt of `n_tokens` leaves room for `max_tokens` new tokens in a context of `max_model_len`
-    (the one test: the engines' refusal, the replay's guard, the prompt audit)."""
-    return n_tokens + max_tokens <= max_model_len
+    """Whether a prompt of `n_tokens` (as sent: `prompt_budget`) leaves room for `max_tokens` new tokens in a
+    context of `max_model_len` (the one test: the engines' refusal, the replay's guard, the prompt audit)."""
+    return n_tokens <= prompt_budget(max_model_len, max_tokens)
+
+
+def reference_fit_error(n_prompt: int, n_ref: int, max_model_len: int | None, new_tokens: int) -> str | None:
+    """Why a reference of `n_ref` tokens scored after a prompt of `n_prompt` (its ids as sent, special tokens
+    included) does not fit a context of `max_model_len`, or None (also when the context is unknown).
+    `new_tokens`: what the scoring generates past them: 0 for a forward pass over the ids (transformers), 1 for a
+    server's request (`SERVER_MIN_NEW_TOKENS`: vLLM scores the ids as a prompt and must generate one token)."""
+    total = n_prompt + n_ref
+    if not max_model_len or prompt_fits(total, new_tokens, max_model_len):
+        return None
+    plus = f" (+ {new_tokens} generated)" if new_tokens else ""
+    return f"prompt + reference is {total} tokens{plus}, past the context of {max_model_len}"
 
 
 def context_length(engine: EngineBase, given: int | None = None, *, assumed: bool = False) -> int | None:

@@ -43,7 +43,7 @@ from lab.engines.client.fields import (
 from lab.engines.client.probe import read_models
 from lab.engines.client.stream import read_stream
 from lab.engines.common import EngineBase, EngineConfig, OnDone
-from lab.engines.context import overlong_error
+from lab.engines.context import SERVER_MIN_NEW_TOKENS, overlong_error, reference_fit_error
 from lab.engines.loading import rendering_tokenizer
 from lab.engines.logprobs import MalformedLogprobs, logprob_value, token_text
 from lab.engines.reference_likelihood import ReferenceScore, tokenize_pair
@@ -286,10 +286,11 @@ class OpenAIEngine(EngineBase):
         pair = tokenize_pair(self.tokenizer, prompt, reference)
         if not pair.ref_ids:
             return ReferenceScore([], prompt_tokens=len(pair.prompt_ids), error="empty reference")
-        total = len(pair.prompt_ids) + len(pair.ref_ids)
-        if self.max_model_len and total + 1 > self.max_model_len:
-            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
-                                 error=f"prompt + reference is {total} tokens, past the context of {self.max_model_len}")
+        # the ids go as they are (the prompt's special tokens counted in them); the request generates one token
+        overflow = reference_fit_error(len(pair.prompt_ids), len(pair.ref_ids), self.max_model_len,
+                                       SERVER_MIN_NEW_TOKENS)
+        if overflow is not None:
+            return ReferenceScore([], prompt_tokens=len(pair.prompt_ids), error=overflow)
         with self._slots:
             replica = self.replicas.acquire(avoid=set())
             failed = None
@@ -297,8 +298,8 @@ class OpenAIEngine(EngineBase):
                 # the SDK's typed `completions.create` walks every one of the thousands of ids through its
                 # parameter transform (a quarter of the step's time): the same request, its body as JSON
                 answer = replica.client.post("/completions", cast_to=object, body={
-                    "model": self.model_id, "prompt": pair.prompt_ids + pair.ref_ids, "max_tokens": 1,
-                    "temperature": 0.0, "prompt_logprobs": 0})
+                    "model": self.model_id, "prompt": pair.prompt_ids + pair.ref_ids,
+                    "max_tokens": SERVER_MIN_NEW_TOKENS, "temperature": 0.0, "prompt_logprobs": 0})
             except Exception as exc:  # noqa: BLE001 - every failure becomes a message
                 failed = classify(exc, replica.url, self.model_id, self.timeout)
             finally:
@@ -309,7 +310,7 @@ class OpenAIEngine(EngineBase):
         choices = answer.get("choices") if isinstance(answer, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         rows = choice.get("prompt_logprobs") if choice is not None else None
-        if not isinstance(rows, list) or len(rows) < total:
+        if not isinstance(rows, list) or len(rows) < len(pair.prompt_ids) + len(pair.ref_ids):
             return ReferenceScore([], prompt_tokens=len(pair.prompt_ids),
                                   error="the server returned no prompt log-probabilities (vLLM does)")
         logprobs, tokens = [], []

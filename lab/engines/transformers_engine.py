@@ -34,7 +34,7 @@ from lab.engines import cpu_share
 from lab.engines.base import Completion, EngineInfo, Request, Sampling
 from lab.engines.borrowed_model import BorrowedModel
 from lab.engines.common import EngineBase, EngineConfig, OnDone, model_lora_name
-from lab.engines.context import model_context_length, overlong_error
+from lab.engines.context import model_context_length, overlong_error, reference_fit_error
 from lab.engines.forward_stop import ForwardStop
 from lab.engines.model_facts import config_facts
 from lab.engines.loading import MODEL_BUILD_LOCK, check_model_source, import_transformers, load_failure
@@ -413,9 +413,9 @@ class TransformersEngine(EngineBase):
         n_prompt, n_ref = len(pair.prompt_ids), len(pair.ref_ids)
         if not n_ref:
             return ReferenceScore([], prompt_tokens=n_prompt, error="empty reference")
-        if self.max_model_len and n_prompt + n_ref > self.max_model_len:
-            return ReferenceScore([], prompt_tokens=n_prompt, error=f"prompt + reference is {n_prompt + n_ref} "
-                                  f"tokens, past the context of {self.max_model_len}")
+        overflow = reference_fit_error(n_prompt, n_ref, self.max_model_len, 0)  # one forward pass, nothing generated
+        if overflow is not None:
+            return ReferenceScore([], prompt_tokens=n_prompt, error=overflow)
         ids = torch.tensor([pair.prompt_ids + pair.ref_ids], device=self.device)
         with self._lock, self._lent(), self._no_grad():
             try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from lab.engines.context import prompt_fits
+from lab.engines.context import SERVER_MIN_NEW_TOKENS, prompt_budget, prompt_fits
 from lab.prompts.options import PromptOptions
 from lab.prompts.render import RenderedPrompt, _chat_template, render_prompt, sent_tokens
 
@@ -57,8 +57,9 @@ def context_verdict(n_tokens: int | None, max_model_len: int, max_tokens: int, o
     """(refused, new tokens allowed) for a prompt of `n_tokens` on an engine whose context is
     `max_model_len`, by what the engine does with an over-long prompt:
 
-    - `shorten` (vLLM): a prompt longer than the context by itself is refused (HTTP 400); one that
-      fits but leaves fewer than `max_tokens` is answered with `max_tokens` cut to what is left;
+    - `shorten` (vLLM): a prompt that leaves no room for one new token (`SERVER_MIN_NEW_TOKENS`: one of the
+      context's length or longer) is refused (HTTP 400); one that fits but leaves fewer than `max_tokens` is
+      answered with `max_tokens` cut to what is left;
     - `reject` (the lab's guard in front of transformers, in-process or served): refused as soon
       as prompt + `max_tokens` exceeds the context;
     - `truncate`: the prompt is cut to the budget, `max_tokens` kept.
@@ -66,7 +67,7 @@ def context_verdict(n_tokens: int | None, max_model_len: int, max_tokens: int, o
     if n_tokens is None:
         return None, None
     if overlong == "shorten":
-        if not prompt_fits(n_tokens, 0, max_model_len):
+        if not prompt_fits(n_tokens, SERVER_MIN_NEW_TOKENS, max_model_len):
             return True, 0
         return False, max(0, min(max_tokens, max_model_len - n_tokens))
     if overlong == "reject" and not prompt_fits(n_tokens, max_tokens, max_model_len):
@@ -147,7 +148,7 @@ def audit_template(
             own_text = _chat_template(tokenizer, [dict(m) for m in messages], {})
         except Exception as exc:  # a missing or broken template is what the audit reports
             own_error = str(exc) or type(exc).__name__
-    budget = max_model_len - max_tokens
+    budget = prompt_budget(max_model_len, max_tokens)
     truncation = None
     if tokenizer is not None:  # where a cut to the budget would fall, also for engines that refuse
         side = getattr(tokenizer, "truncation_side", "right") or "right"

@@ -1,13 +1,16 @@
-"""Append-only per-step checkpoint (JSON Lines) so an interrupted replay loses nothing."""
+"""Append-only per-step checkpoint (JSON Lines) so an interrupted replay loses nothing (`Checkpoint`), and a
+run's checkpoint from its claimed name to its finished file (`RunCheckpoint`)."""
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from lab import jsontext
 from lab.errors import LabError
+from lab.runs.claims import RunClaim, TakenFn, claim_run
 from lab.security import safe_files
 
 
@@ -21,7 +24,7 @@ class Entry:
 
 
 class Checkpoint:
-    """`<run>.partial.jsonl`: a header line, then one finished per-step row per line.
+    """A run's checkpoint file (lab.runs.claims.partial_path): a header line, then one finished per-step row per line.
 
     Each row is flushed as it is written, with the generation seconds of that step, and fsynced at the end of
     every chunk. A torn last line (the process died mid-write) is ignored on reading, so resuming redoes at most
@@ -103,3 +106,100 @@ class Checkpoint:
     def remove(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+class RunCheckpoint:
+    """A run's checkpoint over its whole life, shared by the replay, the reference run and the sweep's drivers (the
+    sweep's workers and the training callback go through the replay): its name claimed in the runs folder
+    (lab.runs.claims: never another's run, never through a link), its checkpoint file (`NAME` + PARTIAL) begun or
+    resumed, rows appended as steps finish, and the finished result file linked into place (never replacing one
+    unasked) before the checkpoint goes. Leaving it (`release`, or the `with` block) closes the file and lets the
+    name go; a checkpoint holding finished steps stays for a later resume."""
+
+    def __init__(self, claim: RunClaim, notify: Callable[[str], None] | None = None) -> None:
+        self.claim, self.notify = claim, notify
+        self.file = Checkpoint(claim.checkpoint)
+
+    @classmethod
+    def claim(cls, out_dir: str | os.PathLike, name: str, *, suffix: str = "", resume: bool = False,
+              overwrite: bool = False, explicit: bool = False, taken: TakenFn | None = None,
+              notify: Callable[[str], None] | None = None) -> "RunCheckpoint":
+        """Claim the run `name` (lab.runs.claims.claim_run, whose RunNameTaken it raises); `notify` hears why it
+        got another name (now or when its file is written)."""
+        claim = claim_run(out_dir, name, suffix=suffix, resume=resume, overwrite=overwrite, explicit=explicit,
+                          taken=taken)
+        if claim.note and notify is not None:
+            notify(claim.note)
+        return cls(claim, notify)
+
+    @property
+    def name(self) -> str:
+        """The run name it holds (the one asked for, or the free one it got)."""
+        return self.claim.name
+
+    @property
+    def path(self) -> Path:
+        """The checkpoint file."""
+        return self.file.path
+
+    @property
+    def final(self) -> Path:
+        """The result file it is to become."""
+        return self.claim.final
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the claim holds an interrupted run of this name to continue."""
+        return self.claim.resumed
+
+    def begin(self, header: dict, same_run: Callable[[Path, dict, dict], None]) -> tuple[dict | None, list[Entry]]:
+        """Begin the run's checkpoint: a resumed run's (header, finished steps), read back once `same_run(path,
+        old_header, header)` accepts them (it raises otherwise); else it starts afresh with `header` (a checkpoint
+        that died before its header too) and gives (None, [])."""
+        old, entries = self.file.read_to_resume() if self.resumed else (None, [])
+        if old is None:
+            self.file.start(header)
+            return None, []
+        same_run(self.path, old, header)
+        return old, entries
+
+    def kept(self) -> tuple[dict | None, list[Entry]]:
+        """What the checkpoint holds now, (None, []) when there is none: a driver hands it to its worker."""
+        return self.file.read_to_resume() if self.file.exists() else (None, [])
+
+    def start(self, header: dict) -> None:
+        """(Re)write the checkpoint with `header` alone (a driver, from the header its worker sent)."""
+        self.file.start(header)
+
+    def append(self, row: dict, gen_sec: float | None = None) -> None:
+        """One finished step (and its generation seconds), flushed at once."""
+        self.file.append(row, gen_sec)
+
+    def sync(self) -> None:
+        """fsync what was appended."""
+        self.file.sync()
+
+    def close(self) -> None:
+        """Close the checkpoint file (everything appended stays)."""
+        self.file.close()
+
+    def finish(self, result: dict) -> Path:
+        """Write the finished run's file (lab.runs.claims.RunClaim.write_final: under another free name should
+        one have appeared meanwhile, which `notify` hears) and remove the checkpoint; return the file's path."""
+        self.file.close()
+        path = self.claim.write_final(result)
+        if path != self.claim.final and self.notify is not None:
+            self.notify(self.claim.note or f"saved as {path.name}")
+        self.file.remove()
+        return path
+
+    def release(self) -> None:
+        """Close the file and let the name go (a checkpoint holding no step goes with it)."""
+        self.file.close()
+        self.claim.release()
+
+    def __enter__(self) -> "RunCheckpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

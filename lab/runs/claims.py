@@ -23,10 +23,15 @@ from lab.resultfiles.files import write_result_file
 from lab.security import safe_files
 
 FOLDER_LOCK = ".lab-runs.lock"
-PARTIAL = ".partial.jsonl"
+PARTIAL = ".partial.jsonl"  # the ending of a run's checkpoint, beside its NAME.json (spelled here only)
 MOVES = 100  # names tried when result files keep appearing while a run is saved
 # taken(final_path) -> why the name is taken (e.g. "a run in the results database"), or None
 TakenFn = Callable[[Path], "str | None"]
+
+
+def partial_path(out_dir: str | os.PathLike, stem: str) -> Path:
+    """The checkpoint of the run whose file stem (suffix included) is `stem`: `out_dir/STEM` + PARTIAL."""
+    return Path(out_dir) / f"{stem}{PARTIAL}"
 
 
 class RunNameTaken(LabError):
@@ -84,7 +89,7 @@ class RunClaim:
 
     @property
     def checkpoint(self) -> Path:
-        return self.out_dir / f"{self.stem}{PARTIAL}"
+        return partial_path(self.out_dir, self.stem)
 
     def write_final(self, result: dict) -> Path:
         """Write the finished run. Without `overwrite` an existing file is never replaced: should one have
@@ -136,7 +141,7 @@ def _holds_no_step(checkpoint: Path) -> bool:
 
 def _link_in_the_way(out_dir: Path, stem: str) -> str | None:
     """The refusal of a link (or special file) holding the run's result or checkpoint name, or None."""
-    for path in (out_dir / f"{stem}{PARTIAL}", out_dir / f"{stem}.json"):
+    for path in (partial_path(out_dir, stem), out_dir / f"{stem}.json"):
         problem = safe_files.link_problem(path)
         if problem is not None:
             return problem
@@ -146,7 +151,7 @@ def _link_in_the_way(out_dir: Path, stem: str) -> str | None:
 def _why_taken(out_dir: Path, stem: str, taken: TakenFn | None) -> str | None:
     """Why the run name `stem` is not free: any entry of its checkpoint's or result's name (a dangling link
     too), or the caller's `taken`; None when it is free."""
-    final, partial = out_dir / f"{stem}.json", out_dir / f"{stem}{PARTIAL}"
+    final, partial = out_dir / f"{stem}.json", partial_path(out_dir, stem)
     for path, held in ((partial, "holds an interrupted run"), (final, "holds a finished run")):
         if safe_files.link_problem(path) is not None:
             return f"{path.name} is a symbolic link or special file"
@@ -178,7 +183,7 @@ def claim_run(out_dir: str | os.PathLike, name: str, *, suffix: str = "", resume
     out = Path(out_dir)
     with folder_lock(out):
         stem = name + suffix
-        checkpoint = out / f"{stem}{PARTIAL}"
+        checkpoint = partial_path(out, stem)
         link = _link_in_the_way(out, stem)
         if link is not None and (explicit or resume or overwrite):
             raise RunNameTaken(f"run '{name}': {link}")
@@ -216,7 +221,7 @@ def _claim_new(out: Path, name: str, suffix: str, taken: TakenFn | None, why: st
     """Claim the next free `name-k` (called under the folder lock)."""
     new = next_free_stem(out, name, suffix, taken)
     stem = new + suffix
-    claim = RunClaim(out, stem, suffix, _fd=_lock_new(out / f"{stem}{PARTIAL}"))
+    claim = RunClaim(out, stem, suffix, _fd=_lock_new(partial_path(out, stem)))
     claim.note = f"run '{name}' is taken ({why}); this run is '{new}'"
     return claim
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.engines.common import EngineBase
+from lab.runs.claims import partial_path
 from lab.security.safe_files import entry_exists, link_problem
 
 
@@ -25,5 +26,5 @@ def finished_run_file(out_dir: Path, stem: str) -> Path | None:
     final = out_dir / f"{stem}.json"
     if link_problem(final) is not None or not final.is_file():
         return None
-    return None if entry_exists(out_dir / f"{stem}.partial.jsonl") else final
+    return None if entry_exists(partial_path(out_dir, stem)) else final
 

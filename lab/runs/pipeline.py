@@ -9,8 +9,8 @@ from lab.data.step import Step
 from lab.engines.base import Completion, Request, Sampling
 from lab.engines.common import EngineBase
 from lab.prompts.contracts import get_contract
-from lab.prompts.options import PromptOptions
-from lab.prompts.render import RenderedPrompt, render_prompt, sent_tokens
+from lab.prompts.engine_prompt import render_for_engine
+from lab.prompts.render import RenderedPrompt
 from lab.scoring.action import ParsedAction
 from lab.scoring.aggregate import task_complete_fields
 from lab.scoring.metrics import StepMetrics, score_batch
@@ -19,8 +19,6 @@ from lab.tb2lite import CORRECTED
 
 PREVIEW_CHARS = 1200
 TOKEN_IDS_PREVIEW = 64
-# Template status of a contract prompt sent verbatim (not a fallback: the contract asks for it).
-CONTRACT_PROMPT_STATUS = "contract_prompt"
 
 
 @dataclass
@@ -38,37 +36,6 @@ class StepResult:
     @property
     def engine_error(self) -> str | None:
         return self.completion.error
-
-
-def prompt_options_of(engine: EngineBase) -> PromptOptions:
-    """The engine's thinking options (from its preset), as PromptOptions."""
-    opts = engine.prompt_options
-    if isinstance(opts, PromptOptions):
-        return opts
-    return PromptOptions(**(opts or {}))
-
-
-def render_for_engine(engine: EngineBase, step: Step) -> RenderedPrompt:
-    """Render a step's prompt exactly as `engine` will receive it (contract + chat template)."""
-    contract = get_contract(engine.contract)
-    messages, fallback_prompt = contract.build_messages(step)
-    tokenizer = engine.tokenizer
-    if contract.raw_prompt:
-        rendered = RenderedPrompt(fallback_prompt, CONTRACT_PROMPT_STATUS)
-    else:
-        rendered = render_prompt(messages, fallback_prompt, tokenizer, engine.prompt_identity,
-                                 prompt_options_of(engine), count=False)
-    # one count everywhere: the tokens as the engine sends them, with the special tokens it adds
-    sent = sent_tokens(tokenizer, rendered.text, engine_adds_special_tokens(engine))
-    rendered.n_tokens = sent.n_tokens if sent else None
-    rendered.token_ids = sent.ids if sent else None
-    return rendered
-
-
-def engine_adds_special_tokens(engine: EngineBase) -> bool:
-    """Whether `engine` tokenizes a prompt with the tokenizer's special tokens (vLLM's /v1/completions
-    and `transformers serve` do; a transformers engine unless `add_special_tokens=false`)."""
-    return bool(engine.add_special_tokens)
 
 
 _REF_CACHE: dict[str, ParsedAction] = {}

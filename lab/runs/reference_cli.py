@@ -42,24 +42,25 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.cli_engines import CliEngines
     from lab.runs.reference_run import SUFFIX, ReferenceConfig, score_reference_run
     from lab.runs.replay import check_run_name_length, run_file_name
-    from lab.runs.replay_cli import note, replay_settings, select_steps, step_selection
+    from lab.runs.options import replay_settings, select_steps
+    from lab.runs.replay_cli import note, run_options
     from lab import jsontext
 
-    settings = replay_settings(args)
-    replay_set, steps = select_steps(args, settings)
-    out_dir = Path(args.out) if args.out else settings.runs_dir
+    options = run_options(args)
+    settings = replay_settings(options.replay)
+    replay_set, steps = select_steps(options, settings)
+    out_dir = Path(options.out) if options.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()
     taken = stored_names(settings) if stored_names is not None and own_folder else None
-    name = args.name if len(args.engine) == 1 else None
+    name = options.name if len(args.engine) == 1 else None
     check_run_name_length(name)  # an input error: exit 2, before any engine loads
     engines = CliEngines(args.engine, check=lambda engine: check_run_name(
-        out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=args.resume, overwrite=args.overwrite,
+        out_dir, run_file_name(engine, name), suffix=SUFFIX, resume=options.resume, overwrite=options.overwrite,
         explicit=bool(name), taken=taken))
     for spec, engine in engines:
-        config = ReferenceConfig(out_dir=out_dir, run_name=name, name_given=bool(name), overwrite=args.overwrite,
-                                 taken=taken, notify=note, resume=args.resume, replay_fingerprint=replay_set.fingerprint,
-                                 selection=step_selection(args.mode, args.tasks, args.limit),
-                                 eval_path=str(replay_set.path))
+        config = ReferenceConfig(out_dir=out_dir, run_name=name, name_given=bool(name), overwrite=options.overwrite,
+                                 taken=taken, notify=note, resume=options.resume, replay_fingerprint=replay_set.fingerprint,
+                                 selection=options.selection, eval_path=str(replay_set.path))
         bar = tqdm(total=len(steps), desc=engine.name, unit="step", file=sys.stderr)
 
         def progress(done: int, total: int, bar=bar) -> None:

@@ -2,7 +2,7 @@
 
 No sampling, no generation: per step the engine's rendered prompt and the step's recorded reply
 (`ref_raw`) go through `engine.score_reference` (lab.engines.reference_likelihood). The run is
-checkpointed like a replay (`<name>.reference.partial.jsonl`, one row per finished step), resumes with
+checkpointed like a replay (lab.runs.checkpoint.RunCheckpoint, one row per finished step), resumes with
 `resume`, and is written as `<name>.reference.json`:
 
     {"kind": "tb2lite-reference-likelihood", "format_version": 1, "engine_spec", "model_path",
@@ -27,9 +27,10 @@ from lab.data.step import Step
 from lab.engines.common import EngineBase
 from lab.engines.reference_likelihood import ReferenceScore, unit_logprobs, unit_spans
 from lab.errors import LabError
-from lab.runs.checkpoint import Checkpoint
-from lab.runs.claims import RunClaim, TakenFn, claim_run
-from lab.runs.pipeline import parse_reference, render_for_engine
+from lab.runs.checkpoint import RunCheckpoint
+from lab.runs.claims import TakenFn
+from lab.prompts.engine_prompt import render_for_engine
+from lab.runs.pipeline import parse_reference
 from lab.runs.replay import run_file_name, user_run_name, utc_timestamp
 
 KIND = "tb2lite-reference-likelihood"
@@ -104,30 +105,24 @@ def score_reference_run(
     if not engine.scores_reference:
         raise LabError(f"{engine.spec}: a {engine.kind} engine cannot score the reference (it has no model); "
                        "use transformers:, vllm:, or openai: on a vLLM server")
-    claim = claim_run(config.out_dir, run_file_name(engine, config.run_name), suffix=SUFFIX, resume=config.resume,
-                      overwrite=config.overwrite, explicit=config.name_given, taken=config.taken)
-    if claim.note and config.notify is not None:
-        config.notify(claim.note)
-    try:
-        return _score_claimed(engine, steps, config, claim, progress, stop)
-    finally:
-        claim.release()
+    with RunCheckpoint.claim(config.out_dir, run_file_name(engine, config.run_name), suffix=SUFFIX,
+                             resume=config.resume, overwrite=config.overwrite, explicit=config.name_given,
+                             taken=config.taken, notify=config.notify) as run:
+        return _score_claimed(engine, steps, config, run, progress, stop)
 
 
-def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfig, claim: RunClaim,
+def _same_reference_run(path: Path, old: dict, new: dict) -> None:
+    """Refuse to resume a checkpoint of another reference run (its engine, steps or replay differ)."""
+    if {k: old.get(k) for k in new} != new:
+        raise LabError(f"{path}: the checkpoint is of another run (engine, steps or replay differ); "
+                       "remove it or drop --resume")
+
+
+def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfig, run: RunCheckpoint,
                    progress: Callable[[int, int], None] | None, stop: threading.Event | None) -> Path:
     """score_reference_run once its run name is held."""
-    checkpoint = Checkpoint(claim.checkpoint)
-    header = _header(engine, config, steps)
-    done: dict[str, dict] = {}
-    old, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
-    if old is not None:
-        if {k: old.get(k) for k in header} != header:
-            raise LabError(f"{checkpoint.path}: the checkpoint is of another run (engine, steps or replay differ); "
-                           "remove it or drop --resume")
-        done = {f"{e.row.get('task_id')}/{e.row.get('step_idx')}": e.row for e in entries}
-    else:  # a new run, or a checkpoint that died before its header: started afresh
-        checkpoint.start(header)
+    _, entries = run.begin(_header(engine, config, steps), _same_reference_run)
+    done = {f"{e.row.get('task_id')}/{e.row.get('step_idx')}": e.row for e in entries}
     total = len(steps)
     if progress:
         progress(len(done), total)
@@ -135,15 +130,14 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
         if step.key in done:
             continue
         if stop is not None and stop.is_set():
-            raise LabError(f"stopped: {len(done)} of {total} steps scored are kept in {checkpoint.path}; "
+            raise LabError(f"stopped: {len(done)} of {total} steps scored are kept in {run.path}; "
                            "run again with --resume")
         row = score_step(engine, step)
-        checkpoint.append(row)
+        run.append(row)
         done[step.key] = row
         if progress:
             progress(len(done), total)
-    checkpoint.sync()
-    checkpoint.close()
+    run.sync()
     rows = [done[s.key] for s in steps]
     info = engine.describe()
     model_path = engine.model_id or info.model
@@ -153,7 +147,7 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
         "engine_spec": engine.spec,
         "model_path": model_path,
         "lora_path": info.lora,
-        "model_short": (user_run_name(engine, config.run_name, config.name_given, claim.name)
+        "model_short": (user_run_name(engine, config.run_name, config.name_given, run.name)
                         or model_path.rstrip("/").split("/")[-1] or engine.kind),
         "contract": engine.contract,
         "eval_path": config.eval_path,
@@ -164,8 +158,4 @@ def _score_claimed(engine: EngineBase, steps: list[Step], config: ReferenceConfi
         "per_step": rows,
         **config.extra,
     }
-    path = claim.write_final(json.loads(json.dumps(result)))
-    if path != claim.final and config.notify is not None:
-        config.notify(claim.note or f"saved as {path.name}")
-    checkpoint.path.unlink(missing_ok=True)
-    return path
+    return run.finish(json.loads(json.dumps(result)))

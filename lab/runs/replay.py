@@ -17,11 +17,12 @@ from lab.engines.common import EngineBase
 from lab.engines.context import context_length
 from lab.errors import LabError
 from lab.prompts.guard import check_context, context_stats
-from lab.prompts.render import template_metadata
-from lab.runs.checkpoint import Checkpoint
-from lab.runs.claims import RunClaim, TakenFn, claim_run
+from lab.prompts.render import RenderedPrompt, template_metadata
+from lab.runs.checkpoint import RunCheckpoint
+from lab.runs.claims import TakenFn
 from lab.runs.meter import ReplayMeter, step_tokens
-from lab.runs.pipeline import StepResult, prompt_options_of, render_for_engine, run_steps
+from lab.prompts.engine_prompt import prompt_options_of, render_for_engine
+from lab.runs.pipeline import StepResult, run_steps
 from lab.resultfiles.files import CORRECTED, LEGACY
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
@@ -98,12 +99,17 @@ def check_run_name_length(explicit: str | None) -> None:
                        "(it becomes the result file's name)")
 
 
+def run_stem(name: str, fallback: str) -> str:
+    """`name` made a path-safe file stem (`fallback` when nothing of it is left), cut to `run_name_max`."""
+    stem = _stem(name) or fallback
+    return stem[:run_name_max()].rstrip("-")
+
+
 def run_file_name(engine: EngineBase, explicit: str | None = None) -> str:
     """File stem of a run: the explicit name, else default_run_name, made path-safe.
     An explicit name longer than `run_name_max` is a LabError (an engine's own name is cut)."""
     check_run_name_length(explicit)
-    stem = _stem(explicit or default_run_name(engine)) or engine.kind
-    return stem[:run_name_max()].rstrip("-")
+    return run_stem(explicit or default_run_name(engine), engine.kind)
 
 
 def user_run_name(engine: EngineBase, config_run_name: str | None, name_given: bool, claimed: str) -> str | None:
@@ -127,8 +133,8 @@ def replay(
 ) -> Path:
     """Replay `steps` on a loaded `engine`; return the path of the finished result file.
 
-    Finished steps are appended to `<name>.partial.jsonl` as they complete. With `resume`,
-    steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
+    Finished steps are appended to the run's checkpoint as they complete (lab.runs.checkpoint.RunCheckpoint).
+    With `resume`, steps already in that checkpoint are kept and only the rest are generated. `stop` lets a
     caller interrupt between chunks (the checkpoint then holds everything done so far). With
     `config.only`, only those steps are generated now; while others are left, the run stays a checkpoint
     (its path is returned; every step's key and the run's header are those of all `steps`).
@@ -136,30 +142,45 @@ def replay(
     """
     if config.chunk_size < 1:
         raise LabError(f"chunk size must be at least 1, got {config.chunk_size}")
-    claim = claim_run(config.out_dir, run_file_name(engine, config.run_name), resume=config.resume,
-                      overwrite=config.overwrite, explicit=config.name_given, taken=config.taken)
-    if claim.note and config.notify is not None:
-        config.notify(claim.note)
-    try:
-        named = user_run_name(engine, config.run_name, config.name_given, claim.name)
+    with RunCheckpoint.claim(config.out_dir, run_file_name(engine, config.run_name), resume=config.resume,
+                             overwrite=config.overwrite, explicit=config.name_given, taken=config.taken,
+                             notify=config.notify) as run:
+        named = user_run_name(engine, config.run_name, config.name_given, run.name)
         if named != config.run_name:
             config = replace(config, run_name=named)
-        return _replay_claimed(engine, steps, config, claim, progress, stop, meter)
-    finally:
-        claim.release()
+        return _replay_claimed(engine, steps, config, run, progress, stop, meter)
 
 
-def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig, claim: RunClaim,
+def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig, run: RunCheckpoint,
                     progress: ProgressFn | None, stop: threading.Event | None,
                     meter: ReplayMeter | None = None) -> Path:
-    """replay() once its run name is held."""
-    checkpoint = Checkpoint(claim.checkpoint)
+    """replay() once its run name is held: the prompts, the checkpoint begun or resumed, the steps left
+    generated, and the result file written in the checkpoint's place."""
     sampling = config.sampling or engine.default_sampling
     if config.samples > 1:  # sample k uses seed S + k; the file records S
         sampling = replace(sampling, seed=base_seed(sampling))
+    prompts, meta, ctx = _prompts(engine, steps, config, sampling)
+    header = _header(engine, config, sampling, steps)
+    tally = _Tally.begin(run, header)
+    todo = [i for i, s in enumerate(steps) if s.key not in tally.done and (config.only is None or s.key in config.only)]
+    _Chunks(engine, steps, prompts, config, sampling, run, tally).generate(todo, progress, stop, meter)
+    if tally.count < len(steps) and config.only is not None:  # steps left for a later call
+        run.close()
+        return run.path
+    header["timings"] = {"gen_time_sec": _gen_time(steps, tally.gen_secs, header.get("timings"))}
+    result = _result(engine, config, sampling, header, [tally.done[s.key] for s in steps if s.key in tally.done],
+                     meta, ctx)
+    validate_result(result, str(run.final))  # never write what the store or rescore would refuse
+    return run.finish(result)
 
+
+def _prompts(engine: EngineBase, steps: list[Step], config: ReplayConfig,
+             sampling: Sampling) -> tuple[list[RenderedPrompt], dict, dict | None]:
+    """(every step's prompt as the engine receives it, the template's metadata, the context stats or None); a
+    RawFallbackError for prompts that fell back to raw text and a ContextLengthError for prompts past the
+    context, unless the engine answers from data (its prompts are rendered for display only)."""
     prompts = [render_for_engine(engine, s) for s in steps]
-    generates = not engine.answers_from_data  # else the prompt is rendered for display only: a raw fallback is no reason to stop
+    generates = not engine.answers_from_data
     meta = template_metadata(prompts, prompt_options_of(engine))
     meta["template_sha256"] = template_sha256(engine)  # the template as one hash: comparisons check it
     if generates and not config.allow_raw_fallback and not meta.get("rank_eligible", True):
@@ -168,98 +189,116 @@ def _replay_claimed(engine: EngineBase, steps: list[Step], config: ReplayConfig,
             f"({'; '.join(meta.get('raw_fallback_errors', []))}). Fix the chat template or pass --allow-raw-fallback."
         )
     lengths = [p.n_tokens for p in prompts if p.n_tokens is not None]
-    ctx = None
-    if generates and lengths and len(lengths) == len(prompts):
-        max_len = context_length(engine, config.max_model_len)
-        messages_rows = sum(1 for s in steps if s.messages)
-        if max_len:
-            check_context([s.key for s in steps], lengths, max_len, sampling.max_tokens)
-            ctx = context_stats(lengths, max_len, sampling.max_tokens, messages_rows)
+    counted = generates and lengths and len(lengths) == len(prompts)  # every prompt's length known
+    max_len = context_length(engine, config.max_model_len) if counted else None
+    if not max_len:
+        return prompts, meta, None
+    check_context([s.key for s in steps], lengths, max_len, sampling.max_tokens)
+    return prompts, meta, context_stats(lengths, max_len, sampling.max_tokens, sum(1 for s in steps if s.messages))
 
-    done: dict[str, dict] = {}
-    gen_secs: dict[str, float | None] = {}  # generation seconds of each finished step
-    header = _header(engine, config, sampling, steps)
-    old_header, entries = checkpoint.read_to_resume() if claim.resumed else (None, [])
-    if old_header is not None:
-        _check_same_run(checkpoint.path, old_header, header)
+
+@dataclass
+class _Tally:
+    """The run's finished steps: their rows and generation seconds (a resumed run's read back from its
+    checkpoint), and the steps a stored run lacks (it covers only what it answered)."""
+
+    done: dict[str, dict] = field(default_factory=dict)
+    gen_secs: dict[str, float | None] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+
+    @classmethod
+    def begin(cls, run: RunCheckpoint, header: dict) -> "_Tally":
+        """Begin `run`'s checkpoint with `header`: the steps of a resumed one (checked to be this run's, its
+        generation time carried in `header`), or none for a new run."""
+        tally = cls()
+        old_header, entries = run.begin(header, _check_same_run)
+        if old_header is None:
+            return tally
         for entry in entries:
             key = f"{entry.row.get('task_id')}/{entry.row.get('step_idx')}"
-            done[key], gen_secs[key] = entry.row, entry.gen_sec
-        validate_rows(list(done.values()), str(checkpoint.path))
+            tally.done[key], tally.gen_secs[key] = entry.row, entry.gen_sec
+        validate_rows(list(tally.done.values()), str(run.path))
         timings = old_header.get("timings")
         header["timings"] = timings if isinstance(timings, dict) else {"gen_time_sec": 0.0}
-    else:  # a new run, or a checkpoint that died before its header: started afresh
-        checkpoint.start(header)
+        return tally
 
-    todo = [i for i, s in enumerate(steps) if s.key not in done and (config.only is None or s.key in config.only)]
-    absent: set[str] = set()
-    last_live = [0.0]
-    total = len(steps)
-    if meter is not None and generates:
-        meter.begin(engine.live_progress(), len(todo), sampling.max_tokens * max(config.samples, 1))
-    if progress:
-        progress(len(steps) - len(todo), total, _live_aggregate(done, config.scorer))
-    # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
-    chunk_size = max(config.chunk_size, 2 * (engine.concurrency or 0), 1)
-    watching = _cancel_on_stop(engine, stop)  # Stop also cuts the requests in flight, not only between chunks
-    try:
-        for start in range(0, len(todo), chunk_size):
-            if stop is not None and stop.is_set():
-                checkpoint.close()
-                raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
-            chunk = todo[start : start + chunk_size]
-            mark = [time.perf_counter()]
+    @property
+    def count(self) -> int:
+        """Steps finished or absent."""
+        return len(self.done) + len(self.absent)
 
-            def on_result(j: int, result: StepResult) -> None:
-                if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
-                    absent.add(result.step.key)
-                    if progress:
-                        last = len(done) + len(absent) == total
-                        progress(len(done) + len(absent), total, _live_aggregate(done, config.scorer) if last else None)
-                    mark[0] = time.perf_counter()
-                    return
-                # generation time of this step: since the previous step finished, not counting the
-                # lab's own bookkeeping below (checkpoint, live aggregate, progress)
-                gen = time.perf_counter() - mark[0]
-                done[result.step.key], gen_secs[result.step.key] = result.per_step, gen
-                checkpoint.append(result.per_step, gen)
-                if meter is not None:
-                    meter.step_done(step_tokens(result.per_step))
-                if progress:
-                    # the live aggregate is recomputed at most 4 times a second (and at the end)
-                    t, live = time.perf_counter(), None
-                    if t - last_live[0] >= 0.25 or len(done) + len(absent) == total:
-                        live, last_live[0] = _live_aggregate(done, config.scorer), t
-                    progress(len(done) + len(absent), total, live)
-                mark[0] = time.perf_counter()
 
-            try:
-                chunk_steps, chunk_prompts = [steps[i] for i in chunk], [prompts[i] for i in chunk]
-                if config.samples > 1:
-                    run_sampled_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts,
-                                      n=config.samples)
-                else:
-                    run_steps(engine, chunk_steps, sampling, on_result, config.scorer, chunk_prompts)
-            finally:
-                checkpoint.sync()
-    finally:
-        watching.set()
-    if stop is not None and stop.is_set() and len(done) + len(absent) < total:
-        checkpoint.close()
-        raise InterruptedError(f"replay of {engine.spec} stopped; resume with --resume")
-    if len(done) + len(absent) < total and config.only is not None:  # steps left for a later call
-        checkpoint.close()
-        return claim.checkpoint
+class _Chunks:
+    """The steps left, generated chunk by chunk: each finished step into the checkpoint, the tally, the meter and
+    the progress; Stop ends it between chunks and cuts the requests in flight."""
 
-    per_step = [done[s.key] for s in steps if s.key in done]
-    header["timings"] = {"gen_time_sec": _gen_time(steps, gen_secs, header.get("timings"))}
-    result = _result(engine, config, sampling, header, per_step, meta, ctx)
-    validate_result(result, str(claim.final))  # never write what the store or rescore would refuse
-    final_path = claim.write_final(result)
-    if final_path != claim.final and config.notify is not None:
-        config.notify(claim.note or f"saved as {final_path.name}")
-    checkpoint.remove()
-    return final_path
+    def __init__(self, engine: EngineBase, steps: list[Step], prompts: list[RenderedPrompt], config: ReplayConfig,
+                 sampling: Sampling, run: RunCheckpoint, tally: _Tally) -> None:
+        self.engine, self.steps, self.prompts, self.config, self.sampling = engine, steps, prompts, config, sampling
+        self.run, self.tally = run, tally
+        self.progress: ProgressFn | None = None
+        self.meter: ReplayMeter | None = None
+        self.last_live = 0.0
+        self.mark = 0.0
+
+    def generate(self, todo: list[int], progress: ProgressFn | None, stop: threading.Event | None,
+                 meter: ReplayMeter | None) -> None:
+        """Generate the steps `todo` (InterruptedError when `stop` ends the run before every step is done)."""
+        self.progress, self.meter = progress, meter
+        total = len(self.steps)
+        if meter is not None and not self.engine.answers_from_data:
+            meter.begin(self.engine.live_progress(), len(todo), self.sampling.max_tokens * max(self.config.samples, 1))
+        if progress:
+            progress(total - len(todo), total, _live_aggregate(self.tally.done, self.config.scorer))
+        # a chunk keeps a concurrent engine (a server) busy: at least twice its requests in flight
+        chunk_size = max(self.config.chunk_size, 2 * (self.engine.concurrency or 0), 1)
+        watching = _cancel_on_stop(self.engine, stop)  # Stop also cuts the requests in flight, not only between chunks
+        try:
+            for start in range(0, len(todo), chunk_size):
+                if stop is not None and stop.is_set():
+                    break
+                self._chunk(todo[start: start + chunk_size])
+        finally:
+            watching.set()
+        if stop is not None and stop.is_set() and self.tally.count < total:
+            self.run.close()
+            raise InterruptedError(f"replay of {self.engine.spec} stopped; resume with --resume")
+
+    def _chunk(self, chunk: list[int]) -> None:
+        steps, prompts = [self.steps[i] for i in chunk], [self.prompts[i] for i in chunk]
+        self.mark = time.perf_counter()
+        try:
+            if self.config.samples > 1:
+                run_sampled_steps(self.engine, steps, self.sampling, self._finished, self.config.scorer, prompts,
+                                  n=self.config.samples)
+            else:
+                run_steps(self.engine, steps, self.sampling, self._finished, self.config.scorer, prompts)
+        finally:
+            self.run.sync()
+
+    def _finished(self, j: int, result: StepResult) -> None:
+        tally, total = self.tally, len(self.steps)
+        if result.completion.absent:  # a stored run lacking this step: it covers only what it answered
+            tally.absent.add(result.step.key)
+            if self.progress:
+                live = _live_aggregate(tally.done, self.config.scorer) if tally.count == total else None
+                self.progress(tally.count, total, live)
+            self.mark = time.perf_counter()
+            return
+        # generation time of this step: since the previous step finished, not counting the lab's own
+        # bookkeeping below (checkpoint, live aggregate, progress)
+        gen = time.perf_counter() - self.mark
+        tally.done[result.step.key], tally.gen_secs[result.step.key] = result.per_step, gen
+        self.run.append(result.per_step, gen)
+        if self.meter is not None:
+            self.meter.step_done(step_tokens(result.per_step))
+        if self.progress:
+            # the live aggregate is recomputed at most 4 times a second (and at the end)
+            t, live = time.perf_counter(), None
+            if t - self.last_live >= 0.25 or tally.count == total:
+                live, self.last_live = _live_aggregate(tally.done, self.config.scorer), t
+            self.progress(tally.count, total, live)
+        self.mark = time.perf_counter()
 
 
 # What must match for a checkpoint to be resumed: mixing answers of another engine, other sampling

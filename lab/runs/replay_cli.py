@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
-from lab.engines.base import Sampling
-from lab.engines.common import EngineBase
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
-from lab.errors import LabError
+from lab.runs.options import RunOptions, SamplingAsked
 from lab.settings import Settings
 from lab.tb2lite import CORRECTED, REPLAY_MODES, SCORER_NAMES
 
@@ -70,45 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run even if some prompts fall back to raw text (such runs are not rank-eligible)")
 
 
-def step_selection(mode: str, tasks: list[str] | None, limit: int | None) -> dict:
-    """How the steps of a run were chosen, as its checkpoint records it (resume must match)."""
-    return {"mode": mode, "tasks": sorted(set(tasks)) if tasks else None, "limit": limit}
-
-
-def replay_settings(args: argparse.Namespace) -> Settings:
-    """The lab's settings for a command given `--replay PATH`: that replay is the one the store reads its
-    steps' screens from when this command imports its run (equiv_f1 resolves `cd` targets with them), as
-    LAB_REPLAY would make it; without --replay, LAB_REPLAY or the cached download as before."""
-    return Settings(replay_path=args.replay) if getattr(args, "replay", None) else Settings()
-
-
-def select_steps(args: argparse.Namespace, settings: Settings):
-    """(the replay source, its steps chosen by --mode, --tasks and --limit); a skipped malformed line is a
-    warning, no step left is one LabError. Shared by replay, score-reference and sweep."""
-    from lab.data import load_replay
-
-    replay_set = load_replay(args.replay, mode=args.mode, lenient=args.lenient, settings=settings)
-    for problem in replay_set.problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
-    steps = replay_set.steps
-    if args.tasks:
-        wanted = set(args.tasks)
-        steps = [s for s in steps if s.task_id in wanted]
-    if args.limit is not None:
-        steps = steps[: args.limit]
-    if not steps:
-        raise LabError(f"{replay_set.path}: no steps selected (check --tasks / --limit / --mode)")
-    return replay_set, steps
-
-
-def _sampling(engine: EngineBase, args: argparse.Namespace) -> Sampling:
-    base = engine.default_sampling
-    values = base.to_dict()
-    for key, arg in (("max_tokens", args.max_tokens), ("temperature", args.temperature), ("top_p", args.top_p),
-                     ("seed", getattr(args, "seed", None))):
-        if arg is not None:
-            values[key] = arg
-    return Sampling(**values)
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The run options a command's arguments ask for: replay's (`add_arguments`, whose dests are RunOptions'
+    field names), or the part score-reference and sweep take of them (what a command lacks keeps its default).
+    The one place a parsed Namespace becomes RunOptions; nothing past the CLI sees the Namespace."""
+    given = vars(args)
+    asked = SamplingAsked(**{f.name: given[f.name] for f in fields(SamplingAsked) if f.name in given})
+    chosen = {f.name: given[f.name] for f in fields(RunOptions) if f.name in given and f.name != "sampling"}
+    if chosen.get("tasks") is not None:
+        chosen["tasks"] = tuple(chosen["tasks"])
+    return RunOptions(**chosen, sampling=asked)
 
 
 def note(line: str) -> None:
@@ -124,40 +94,34 @@ def run(args: argparse.Namespace, *, import_run: Callable[[Settings, Path], str]
     from lab.runs.cli_engines import CliEngines
     from lab.runs.legacy_guard import legacy_run_problem
     from lab.runs.meter import ticking
-    from lab.runs.replay import ReplayConfig, check_run_name_length, replay, run_file_name
+    from lab.runs.options import ReplaySource, replay_config, replay_settings, select_steps
+    from lab.runs.replay import check_run_name_length, replay, run_file_name
     from lab.runs.step_bar import LIVE_EVERY_S, StepBar
 
     from lab.runs.samples_cli import check_sample_args, samples_line, warn_if_greedy
 
-    check_sample_args(args)
-    settings = replay_settings(args)
-    replay_set, steps = select_steps(args, settings)
-    source = replay_set.path
-    out_dir = Path(args.out) if args.out else settings.runs_dir
+    options = run_options(args)
+    check_sample_args(options)
+    settings = replay_settings(options.replay)
+    replay_set, steps = select_steps(options, settings)
+    out_dir = Path(options.out) if options.out else settings.runs_dir
     own_folder = Path(out_dir).resolve() == Path(settings.runs_dir).resolve()  # the lab's own runs folder
     taken = stored_names(settings) if stored_names is not None and own_folder else None
-    name = args.name if len(args.engine) == 1 else None
+    name = options.name if len(args.engine) == 1 else None
     check_run_name_length(name)  # an input error: exit 2, before any engine loads
     engines = CliEngines(args.engine, check=lambda engine: check_run_name(
-        out_dir, run_file_name(engine, name), resume=args.resume, overwrite=args.overwrite, explicit=bool(name),
-        taken=taken))
+        out_dir, run_file_name(engine, name), resume=options.resume, overwrite=options.overwrite,
+        explicit=bool(name), taken=taken))
     for spec, engine in engines:
-        problem = legacy_run_problem(engine, args.mode, args.scorer)
+        problem = legacy_run_problem(engine, options.mode, options.scorer)
         if problem is not None:
             engine.close()
             engines.fail(spec, problem)
             continue
         if engine.load_time_sec is None:
             engine.load_time_sec = engines.load_seconds
-        config = ReplayConfig(
-            out_dir=out_dir, eval_path=str(source), scorer=args.scorer, resume=args.resume,
-            chunk_size=args.chunk_size, allow_raw_fallback=args.allow_raw_fallback,
-            max_model_len=args.max_model_len, sampling=_sampling(engine, args),
-            run_name=name, name_given=bool(name), overwrite=args.overwrite, taken=taken, notify=note,
-            replay_fingerprint=replay_set.fingerprint, replay_steps=len(replay_set.steps),
-            selection=step_selection(args.mode, args.tasks, args.limit),
-            samples=args.samples, **({"pass_threshold": args.pass_threshold} if args.pass_threshold is not None else {}),
-        )
+        config = replay_config(options, engine, ReplaySource.of(replay_set), out_dir, run_name=name,
+                               name_given=bool(name), taken=taken, notify=note)
         warn_if_greedy(spec, config)
         bar = StepBar(engine.name, len(steps))
         try:

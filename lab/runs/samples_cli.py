@@ -1,20 +1,20 @@
 """The `--samples/--seed/--pass-threshold` side of `python -m lab replay`: checks, warnings, summary."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from lab.errors import LabError
 from lab.resultfiles.schema import max_samples_per_step
+from lab.runs.options import RunOptions
 
 MAX_SAMPLES = max_samples_per_step()  # the cap a result file is read with (lab/resultfiles/limits.yaml)
 
 
-def check_sample_args(args: argparse.Namespace) -> None:
+def check_sample_args(options: RunOptions) -> None:
     """One-line errors for values the replay cannot use."""
-    if not 1 <= args.samples <= MAX_SAMPLES:
-        raise LabError(f"--samples {args.samples}: give a number of answers per step from 1 to {MAX_SAMPLES}")
-    threshold = getattr(args, "pass_threshold", None)
+    if not 1 <= options.samples <= MAX_SAMPLES:
+        raise LabError(f"--samples {options.samples}: give a number of answers per step from 1 to {MAX_SAMPLES}")
+    threshold = options.pass_threshold
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise LabError(f"--pass-threshold {threshold}: give an F1 between 0 and 1")
 

@@ -12,7 +12,7 @@ import yaml
 
 from lab.data.step import Step
 from lab.engines.common import EngineBase
-from lab.runs.pipeline import render_for_engine
+from lab.prompts.engine_prompt import render_for_engine
 
 PROBE_PATH = Path(__file__).with_name("template_probe.yaml")
 

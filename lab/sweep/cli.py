@@ -27,15 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_race_arguments(parser)
 
 
-def _select(args: argparse.Namespace, settings: Settings):
-    from lab.runs.replay_cli import select_steps
-
-    return select_steps(args, settings)
-
-
 def run(args: argparse.Namespace) -> int:
     from lab.engines.preset_fit import spec_fit_warnings
-    from lab.runs.replay_cli import replay_settings
+    from lab.runs.options import ReplaySource, replay_settings, select_steps
+    from lab.runs.replay_cli import run_options
     from lab.runs.samples_cli import check_sample_args
     from lab.sweep.bars import TerminalBars
     from lab.sweep.options import REFERENCE
@@ -43,20 +38,21 @@ def run(args: argparse.Namespace) -> int:
     from lab.sweep.race_cli import check_race_args
     from lab.sweep.specs import expand_specs
 
-    check_sample_args(args)
+    options = run_options(args)
+    check_sample_args(options)
     check_race_args(args)
-    if args.what == REFERENCE and args.samples > 1:
-        raise LabError(f"--samples {args.samples} with --what reference: the reference is scored once per step "
+    if args.what == REFERENCE and options.samples > 1:
+        raise LabError(f"--samples {options.samples} with --what reference: the reference is scored once per step "
                        "(teacher forcing, no sampling); drop --samples")
-    settings = replay_settings(args)
+    settings = replay_settings(options.replay)
     specs = expand_specs(args.engine)
     for line in spec_fit_warnings(specs):  # built here as on the workers, where the checkpoints are the same paths
         print(f"warning: {line}", file=sys.stderr)
-    replay_set, steps = _select(args, settings)
-    out_dir = Path(args.out) if args.out else settings.runs_dir
-    run_name = args.name if len(specs) == 1 else None
-    sweep = Sweep(specs, steps, args, str(replay_set.path), replay_set.fingerprint, out_dir, args.shards,
-                  [run_name] * len(specs), args.what, len(replay_set.steps))
+    replay_set, steps = select_steps(options, settings)
+    out_dir = Path(options.out) if options.out else settings.runs_dir
+    run_name = options.name if len(specs) == 1 else None
+    sweep = Sweep(specs, steps, options, ReplaySource.of(replay_set), out_dir, args.shards, [run_name] * len(specs),
+                  args.what)
     if args.race:
         from lab.sweep.race_cli import run_race
 
@@ -69,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     try:
-        jobs, outcomes = execute(sweep, args.ray, args.resume, progress=bars, audit=bool(audit), connected=connected)
+        jobs, outcomes = execute(sweep, args.ray, options.resume, progress=bars, audit=bool(audit), connected=connected)
     finally:
         bars.close()
     if audit:

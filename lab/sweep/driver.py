@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
-from lab.runs.checkpoint import Checkpoint
-from lab.runs.claims import RunClaim, RunNameTaken, claim_run
+from lab.runs.checkpoint import RunCheckpoint
+from lab.runs.claims import RunNameTaken
 from lab.sweep import progress as states
-from lab.sweep.options import ANSWERS
+from lab.sweep.options import JobOptions
 from lab.sweep.progress import JobProgress, ProgressFn
 from lab.sweep.worker import EngineWorker
 
@@ -26,7 +26,7 @@ class Job:
 
     spec: str
     steps: list
-    options: dict
+    options: JobOptions
     resources: dict
     run_name: str | None = None
     shard: tuple[int, int] | None = None  # (index, count)
@@ -92,7 +92,7 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
     the checkpoint (every step received) for a later resume."""
     # two calls at once: `discard` (on a stop) runs beside a streaming `run`
     remote = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=2)(EngineWorker)
-    claimed: list[RunClaim | None] = [None]  # the job's file name, held from its first placement to its end
+    claimed: list[RunCheckpoint | None] = [None]  # the job's run, held from its first placement to its end
     try:
         _drive(ray, remote, job, out_dir, resume, report, audit, stop, claimed)
     finally:
@@ -101,8 +101,8 @@ def run_job(ray, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit
 
 
 def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter, audit: bool,
-           stop: threading.Event, claimed: list[RunClaim | None]) -> None:
-    """run_job's loop; `claimed[0]` holds the job's run name once its engine has named it."""
+           stop: threading.Event, claimed: list[RunCheckpoint | None]) -> None:
+    """run_job's loop; `claimed[0]` holds the job's run (its name and checkpoint) once its engine has named it."""
     while True:
         if stop.is_set():
             report(job, state=states.STOPPED)
@@ -110,10 +110,10 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
         actor = job.actor = remote.options(**job.resources).remote(job.spec, audit)
         if stop.is_set():  # the stop watcher may have looked before this actor existed
             _kill(ray, actor)
-        checkpoint = None
+        run = None
         try:
             report(job, node=ray.get(actor.where.remote()), state=states.LOADING)  # returns once placed
-            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name, job.options.get("what", ANSWERS))))
+            stem = _stem_for(job, ray.get(actor.prepare.remote(job.run_name, job.options.what)))
             other = report.claim(job, stem)
             if other is not None:  # its name is known only once loaded: refused before it writes anything
                 report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own "
@@ -121,29 +121,27 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
                 return
             if claimed[0] is None:  # another process's run of that name is never replaced (lab.runs.claims)
                 try:
-                    claimed[0] = claim_run(out_dir, stem, resume=resume, explicit=job.run_name is not None)
+                    claimed[0] = RunCheckpoint.claim(out_dir, stem, resume=resume, explicit=job.run_name is not None)
                 except RunNameTaken as exc:
                     report(job, error=f"{job.spec}: {exc}", state=states.FAILED)
                     return
             job.missing = ray.get(actor.missing.remote([s.key for s in job.steps]))
-            checkpoint = Checkpoint(claimed[0].checkpoint)
-            header, entries = (checkpoint.read_to_resume() if (claimed[0].resumed or job.replacements)
-                               and checkpoint.exists() else (None, []))
+            run = claimed[0]
+            header, entries = run.kept() if run.resumed or job.replacements else (None, [])
             report(job, done=len(entries), state=states.RUNNING)
             for ref in actor.run.options(num_returns="streaming").remote(job.steps, job.options, header, entries):
                 message = ray.get(ref)
                 if message[0] == "header":
-                    checkpoint.start(message[1])
+                    run.start(message[1])
                 elif message[0] == "row":
-                    checkpoint.append(message[1], message[2])
+                    run.append(message[1], message[2])
                     report(job, done=job.done + 1)
                 elif message[0] == "lengths":
                     job.lengths = message[1]
                 else:
                     job.result = message[1]
-            checkpoint.sync()
-            job.path = claimed[0].write_final(job.result)
-            checkpoint.remove()
+            run.sync()
+            job.path = run.finish(job.result)
             if audit:
                 job.events = ray.get(actor.opened_files.remote())
             ray.get(actor.close.remote())
@@ -153,8 +151,8 @@ def _drive(ray, remote, job: Job, out_dir: Path, resume: bool, report: _Reporter
             if not on_job_error(job, exc, report, stop):
                 return
         finally:
-            if checkpoint is not None:
-                checkpoint.close()  # every row received stays on disk (a stop or a lost node keeps them)
+            if run is not None:
+                run.close()  # every row received stays on disk (a stop or a lost node keeps them)
             _kill(ray, actor)
             job.actor = None
 

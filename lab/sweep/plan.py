@@ -2,7 +2,6 @@
 ended as once the driver is done (shards merged). The CLI and the Batch tab share this path."""
 from __future__ import annotations
 
-import argparse
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,24 +9,23 @@ from typing import Callable
 
 from lab.errors import LabError
 from lab.sweep.driver import Job
-from lab.sweep.options import ANSWERS, REFERENCE
+from lab.runs.options import ReplaySource, RunOptions
+from lab.sweep.options import ANSWERS, REFERENCE, JobOptions
 from lab.sweep.progress import ProgressFn
 
 
 @dataclass
 class Sweep:
-    """What to run: engines, the selected steps of one replay, the per-engine options (the CLI's)."""
+    """What to run: engines, the selected steps of one replay, the run options of every engine's run."""
 
     specs: list[str]
     steps: list
-    options: argparse.Namespace  # replay's options (scorer, chunk_size, samples, sampling …), as the CLI parses them
-    replay_path: str
-    fingerprint: str
+    options: RunOptions  # the run options every engine's run is made with (scorer, chunk_size, samples, sampling …)
+    source: ReplaySource  # the replay the steps come from
     out_dir: Path
     shards: int = 1
     run_names: list[str | None] = field(default_factory=list)  # one per spec; empty: engine names
     what: str = ANSWERS  # lab.sweep.options: each engine's answers, or its likelihood of the reference answers
-    replay_steps: int | None = None  # scored steps of the replay (its coverage's denominator in the store)
 
 
 @dataclass
@@ -82,7 +80,6 @@ def refuse_shared_names(specs: list[str], stems: list[str | None]) -> None:
 def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
     """One job per engine (or shard), with the Ray resources it needs; refuses, by name, an engine the
     cluster (`ray.nodes()`) cannot hold."""
-    from lab.sweep.options import worker_options
     from lab.sweep.placement import check_fits, needs
     from lab.sweep.shards import shard_fields, split
 
@@ -95,8 +92,7 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
         pieces = split(n, sweep.shards) if sweep.shards > 1 else [range(n)]
         for i, piece in enumerate(pieces):
             extra = shard_fields(i, len(pieces), n) if sweep.shards > 1 else {}
-            options = worker_options(sweep.options, run_name, extra, sweep.fingerprint, sweep.replay_path, sweep.what,
-                                     sweep.replay_steps)
+            options = JobOptions(sweep.options, sweep.source, run_name, extra, sweep.what)
             resources = {k: v for k, v in want.items() if k in ("num_cpus", "num_gpus")}
             jobs.append(Job(spec, [sweep.steps[k] for k in piece], options, resources, run_name,
                             (i, len(pieces)) if sweep.shards > 1 else None))
@@ -105,11 +101,11 @@ def plan_jobs(sweep: Sweep, nodes: list[dict]) -> list[Job]:
 
 def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
     """Per engine: its file (shards merged into the unsharded run, written next to them), or its error."""
-    from lab.runs.claims import claim_run
+    from lab.runs.checkpoint import RunCheckpoint
     from lab.scoring.stability import DEFAULT_PASS_THRESHOLD
     from lab.sweep.shards import merge, merge_reference
 
-    args = sweep.options
+    options = sweep.options
     outcomes = []
     for spec in sweep.specs:
         mine = [j for j in jobs if j.spec == spec]
@@ -126,11 +122,12 @@ def finish(sweep: Sweep, jobs: list[Job]) -> list[Outcome]:
         if sweep.what == REFERENCE:
             merged = merge_reference([j.result for j in mine])
         else:
-            threshold = args.pass_threshold if args.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
-            merged = merge([j.result for j in mine], args.scorer, args.samples, threshold, [j.lengths for j in mine])
+            threshold = options.pass_threshold if options.pass_threshold is not None else DEFAULT_PASS_THRESHOLD
+            merged = merge([j.result for j in mine], options.scorer, options.samples, threshold,
+                           [j.lengths for j in mine])
         # the shards' merged run: a finished run of that name is kept (this one gets NAME-2 …: lab.runs.claims)
-        with claim_run(sweep.out_dir, mine[0].path.name.rsplit('-shard', 1)[0]) as claim:
-            path = claim.write_final(merged)
+        with RunCheckpoint.claim(sweep.out_dir, mine[0].path.name.rsplit('-shard', 1)[0]) as run:
+            path = run.finish(merged)
         outcomes.append(Outcome(spec, path, merged["aggregate"], missing=missing))
     return outcomes
 

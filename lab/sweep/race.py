@@ -76,13 +76,13 @@ def race_document(race: Race, book: RaceBook, jobs: list) -> dict:
     full = len(race.sweep.steps) * len(race.sweep.specs)
     spent = sum(len(job.rows) for job in jobs)  # every step replayed (a resumed race's earlier ones too)
     for entry, job in zip(body["checkpoints"], jobs):
-        entry["file"] = str(job.path or (job.claim.checkpoint if job.claim is not None else "")) or None
+        entry["file"] = str(job.path or (job.run.path if job.run is not None else "")) or None
         entry["complete"] = job.path is not None
         if job.error:
             entry["error"] = job.error
     return {"seed": race.seed, "round_tasks": race.round_tasks, "budget_steps": race.budget_steps,
             "steps_spent": spent, "full_sweep_steps": full, "share_of_full_sweep": round(spent / full, 4) if full else None,
-            "replay": race.sweep.replay_path, **body}
+            "replay": race.sweep.source.path, **body}
 
 
 def write_json(path: Path, document: dict) -> None:
@@ -135,7 +135,7 @@ def run_rounds(ray, race: Race, plan: RacePlan, book: RaceBook, jobs: list, step
             if jobs[j].error:  # it leaves the race, and its actor gives its place back
                 book.fail(j)
                 release(ray, jobs[j], None, report, audit)
-        book.names = [job.claim.name if job.claim is not None else name for job, name in zip(jobs, book.names)]
+        book.names = [job.run.name if job.run is not None else name for job, name in zip(jobs, book.names)]
         _judge(book, jobs, given)
         if not book.racing:
             book.end(FAILED)

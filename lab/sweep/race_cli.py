@@ -83,8 +83,8 @@ def run_race(args: argparse.Namespace, sweep, out_dir: Path, import_run=None) ->
             print(f"{standing.name}: every step replayed -> {job.path}")
             if import_run is not None:
                 print(import_run(job.path))
-        elif job.claim is not None and job.rows:
-            print(f"{standing.name}: {len(job.rows)} steps in {job.claim.checkpoint}; complete it with: "
-                  + resume_command(job.spec, standing.name, sweep.replay_path, str(out_dir), flags))
+        elif job.run is not None and job.rows:
+            print(f"{standing.name}: {len(job.rows)} steps in {job.run.path}; complete it with: "
+                  + resume_command(job.spec, standing.name, sweep.source.path, str(out_dir), flags))
     print(f"race -> {outcome.path}")
     return 1 if book.ended in (STOPPED, FAILED) or any(job.error for job in outcome.jobs) else 0

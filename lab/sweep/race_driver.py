@@ -7,11 +7,11 @@ end, keeps its `NAME.partial.jsonl` for `python -m lab replay --resume`."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lab.runs.checkpoint import Checkpoint
-from lab.runs.claims import RunClaim, RunNameTaken, claim_run
+from lab.runs.checkpoint import RunCheckpoint
+from lab.runs.claims import RunNameTaken
 from lab.sweep import progress as states
 from lab.sweep.driver import Job, _kill, _Reporter, on_job_error
 from lab.sweep.options import ANSWERS
@@ -23,17 +23,17 @@ ELIMINATED, FINALIST = "eliminated", "finalist"
 
 @dataclass
 class RaceJob(Job):
-    """One checkpoint of a race: a sweep Job (its steps: those given so far) with its claim on the run's name
-    and every row received (step key -> per-step row)."""
+    """One checkpoint of a race: a sweep Job (its steps: those given so far) with its run (its name claimed, its
+    checkpoint file) and every row received (step key -> per-step row)."""
 
-    claim: RunClaim | None = None
+    run: RunCheckpoint | None = None
     rows: dict = field(default_factory=dict)
     loaded: bool = False  # its actor holds the engine (placed, prepared)
 
     def read_kept(self) -> None:
         """The rows already in its checkpoint (a resumed race's): kept, not replayed again."""
-        if self.claim is not None and self.claim.resumed:
-            _, entries = Checkpoint(self.claim.checkpoint).read_entries()
+        if self.run is not None and self.run.resumed:
+            _, entries = self.run.kept()
             self.rows.update({f"{e.row.get('task_id')}/{e.row.get('step_idx')}": e.row for e in entries})
             self.done = len(self.rows)
 
@@ -53,9 +53,9 @@ def _place(ray, remote, job: RaceJob, out_dir: Path, resume: bool, report: _Repo
         report(job, error=f"{job.spec}: {other.spec} writes {stem}.json already; give each engine its own name "
                           "(name=… in its SPEC)", state=states.FAILED)
         return False
-    if job.claim is None:
+    if job.run is None:
         try:
-            job.claim = claim_run(out_dir, stem, resume=resume, explicit=job.run_name is not None)
+            job.run = RunCheckpoint.claim(out_dir, stem, resume=resume, explicit=job.run_name is not None)
         except RunNameTaken as exc:
             report(job, error=f"{job.spec}: {exc}", state=states.FAILED)
             return False
@@ -67,27 +67,26 @@ def _place(ray, remote, job: RaceJob, out_dir: Path, resume: bool, report: _Repo
 def _stream(ray, job: RaceJob, steps_ref, keys: list[str], report: _Reporter) -> None:
     """One round's replay on the job's loaded actor: every row into the checkpoint file as it comes."""
     job.missing = ray.get(job.actor.missing.remote(keys))
-    checkpoint = Checkpoint(job.claim.checkpoint)
+    run = job.run
     try:
-        header, entries = checkpoint.read_entries()
+        header, entries = run.kept()
         report(job, done=len(job.rows), state=states.RUNNING)
-        options = {**job.options, "only": keys}
+        options = replace(job.options, only=frozenset(keys))
         for ref in job.actor.run.options(num_returns="streaming").remote(steps_ref, options, header, entries):
             message = ray.get(ref)
             if message[0] == "header":
-                checkpoint.start(message[1])
+                run.start(message[1])
             elif message[0] == "row":
-                checkpoint.append(message[1], message[2])
+                run.append(message[1], message[2])
                 job.rows[f"{message[1].get('task_id')}/{message[1].get('step_idx')}"] = message[1]
                 report(job, done=len(job.rows))
             elif message[0] == "result":
                 job.result = message[1]
-        checkpoint.sync()
+        run.sync()
         if job.result is not None:  # every selected step answered: the run is whole
-            job.path = job.claim.write_final(job.result)
-            checkpoint.remove()
+            job.path = run.finish(job.result)
     finally:
-        checkpoint.close()
+        run.close()
 
 
 def run_round(ray, remote, job: RaceJob, steps_ref, keys: list[str], out_dir: Path, resume: bool,
@@ -124,8 +123,8 @@ def release(ray, job: RaceJob, state: str | None, report: _Reporter, audit: bool
             except Exception:  # noqa: BLE001 - already gone (its node died, or a stop killed it)
                 pass
         release_actor(ray, job)
-    if job.claim is not None:
-        job.claim.release()
+    if job.run is not None:
+        job.run.release()
     if state is not None:
         report(job, state=state)
 

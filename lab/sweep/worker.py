@@ -15,12 +15,14 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from lab.runs.checkpoint import Checkpoint, Entry
+from lab.runs.claims import partial_path
 from lab.sweep.leftovers import PREFIX, keep, remove_orphans
-from lab.sweep.options import ANSWERS, REFERENCE
+from lab.sweep.options import ANSWERS, REFERENCE, JobOptions
 
 
 def _key(row: dict) -> str:
@@ -73,24 +75,23 @@ class EngineWorker:
 
         return run_file_name(self.engine, run_name) + (SUFFIX if what == REFERENCE else "")
 
-    def _job(self, steps: list, options: dict) -> tuple[object, Callable[[], Path]]:
+    def _job(self, steps: list, options: JobOptions) -> tuple[object, Callable[[], Path]]:
         """The run's config (its `resume` set when the driver hands rows back) and the call that makes its
         file in this actor's folder: `replay` for answers, `score_reference_run` for the reference's likelihood."""
-        settings = options["config"]
-        if options.get("what") == REFERENCE:
+        source = options.source
+        if options.what == REFERENCE:
             from lab.runs.reference_run import ReferenceConfig, score_reference_run
 
-            ref = ReferenceConfig(out_dir=self.dir, run_name=settings.get("run_name"),
-                                  replay_fingerprint=settings.get("replay_fingerprint", ""),
-                                  selection=settings.get("selection"), eval_path=settings.get("eval_path", ""))
+            ref = ReferenceConfig(out_dir=self.dir, run_name=options.run_name, replay_fingerprint=source.fingerprint,
+                                  selection=options.run.selection, eval_path=source.path)
             return ref, lambda: score_reference_run(self.engine, steps, ref)
-        from lab.runs.replay import ReplayConfig, replay
-        from lab.sweep.options import sampling_for
+        from lab.runs.options import replay_config
+        from lab.runs.replay import replay
 
-        config = ReplayConfig(out_dir=self.dir, sampling=sampling_for(self.engine, options), **settings)
-        config.run_name = settings.get("run_name")
-        if options.get("only") is not None:  # a race's round: these steps now, the rest stay for later rounds
-            config.only = frozenset(options["only"])
+        # this actor's own folder: a run resumes only from the rows the driver hands back (`run`), never replaces
+        run = replace(options.run, resume=False, overwrite=False)
+        config = replay_config(run, self.engine, source, self.dir, run_name=options.run_name, extra=options.extra)
+        config.only = options.only  # a race's round: these steps now, the rest stay for later rounds
         return config, lambda: replay(self.engine, steps, config)
 
     def missing(self, keys: list[str]) -> int:
@@ -98,13 +99,13 @@ class EngineWorker:
         it answered (they are left out of its file); every other engine answers all."""
         return sum(1 for key in keys if not self.engine.covers(key))
 
-    def run(self, steps: list, options: dict, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
-        """Replay `steps` (or score their references: `options["what"]`), resuming from `entries` (the rows
+    def run(self, steps: list, options: JobOptions, header: dict | None, entries: list[Entry]) -> Iterator[tuple]:
+        """Replay `steps` (or score their references: `options.what`), resuming from `entries` (the rows
         the driver already holds); yield ("header", header), ("row", row, gen_sec) … and finally ("result", result_dict),
-        or ("partial",) when `options["only"]` left steps for a later call (a race's round)."""
-        what = options.get("what", ANSWERS)
+        or ("partial",) when `options.only` left steps for a later call (a race's round)."""
+        what = options.what
         config, make_file = self._job(steps, options)
-        checkpoint = Checkpoint(self.dir / f"{self._stem(options['config'].get('run_name'), what)}.partial.jsonl")
+        checkpoint = Checkpoint(partial_path(self.dir, self._stem(options.run_name, what)))  # the one replay writes
         if header is not None:
             checkpoint.start(header)
             for entry in entries:
@@ -151,12 +152,12 @@ class EngineWorker:
             return
         result = json.loads(Path(box["path"]).read_text(encoding="utf-8"))
         if what == REFERENCE:  # a shard's file says so, as a replay shard's does (`replay` writes `extra` itself)
-            result.update(options["config"].get("extra", {}))
+            result.update(options.extra)
         for row in result["per_step"]:  # rows finished after the last look at the checkpoint
             if _key(row) not in sent:
                 yield ("row", row, None)
-        if what == ANSWERS and options["config"].get("extra", {}).get("num_shards"):  # the merge recomputes context stats
-            from lab.runs.pipeline import render_for_engine
+        if what == ANSWERS and options.extra.get("num_shards"):  # the merge recomputes context stats
+            from lab.prompts.engine_prompt import render_for_engine
 
             yield ("lengths", [render_for_engine(self.engine, s).n_tokens for s in steps])
         yield ("result", result)

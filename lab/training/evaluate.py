@@ -17,10 +17,12 @@ from lab.data.step import Step
 from lab.engines.common import EngineBase
 from lab.errors import LabError, os_error_line
 from lab.runs.checkpoint import Checkpoint
-from lab.runs.claims import TakenFn
+from lab.runs.claims import TakenFn, partial_path
+from lab.runs.names import finished_run_file
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
 from lab.runs.reference_run import ReferenceConfig, score_reference_run
-from lab.runs.replay import ReplayConfig, replay
+from lab.runs.options import ReplaySource, RunOptions, replay_config
+from lab.runs.replay import replay
 from lab.training.budget import Deadline
 from lab.training.metrics import checkpoint_metrics
 
@@ -42,7 +44,7 @@ class RunPlan:
     reference: bool = False
     budget_s: float | None = None
     taken: TakenFn | None = None  # the store's say on run names (lab.runs.claims)
-    resume: bool = False  # continue the run's own .partial.jsonl when an earlier try left one
+    resume: bool = False  # continue the run's own checkpoint when an earlier try left one
     reference_stem: str | None = None  # the reference run's name (None: `stem`)
     reference_steps: list[Step] | None = None  # the steps the reference is scored on (None: the replayed ones)
     reference_selection: dict | None = None  # their selection as the reference file records it (None: `selection`)
@@ -73,7 +75,7 @@ def one_line(exc: BaseException) -> str:
 def _stopped_line(plan: RunPlan, engine: EngineBase, suffix: str, total: int) -> str:
     """Why a run stopped at its budget, what is kept and how to finish it."""
     stem = (plan.reference_stem or plan.stem) if suffix else plan.stem
-    partial = plan.out_dir / f"{stem}{suffix}.partial.jsonl"
+    partial = partial_path(plan.out_dir, stem + suffix)
     done = len(Checkpoint(partial).read()[1])
     what = "its reference scoring" if suffix else "its replay"
     if not done:  # (a run stopped before its first step keeps no checkpoint: lab.runs.claims)
@@ -84,10 +86,6 @@ def _stopped_line(plan: RunPlan, engine: EngineBase, suffix: str, total: int) ->
             f"--replay {plan.eval_path} --out {plan.out_dir})")
 
 
-def _finished(path: Path) -> Path | None:
-    """`path` when an earlier try of this evaluation finished it (resuming: it is not made again)."""
-    return path if path.is_file() and not path.with_name(path.name.removesuffix(".json") + ".partial.jsonl").exists() \
-        else None
 
 
 def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
@@ -101,18 +99,18 @@ def evaluate_checkpoint(engine: EngineBase, steps: list[Step], plan: RunPlan,
     with Deadline(plan.budget_s, stop) as deadline:
         try:
             # the name is claimed as given (checked free just before: lab.training.naming), never replaced
-            config = ReplayConfig(out_dir=plan.out_dir, eval_path=plan.eval_path, run_name=plan.stem,
-                                  replay_fingerprint=plan.replay_fingerprint, selection=plan.selection,
-                                  replay_steps=plan.replay_steps, extra=plan.extra, name_given=True, taken=plan.taken,
-                                  resume=plan.resume)
-            done = _finished(plan.out_dir / f"{plan.stem}.json") if plan.resume else None
+            run = RunOptions(replay=plan.eval_path, resume=plan.resume)  # the engine's SPEC carries the sampling
+            source = ReplaySource(plan.eval_path, plan.replay_fingerprint, plan.replay_steps)
+            config = replay_config(run, engine, source, plan.out_dir, run_name=plan.stem, name_given=True,
+                                   selection=plan.selection, extra=plan.extra, taken=plan.taken)
+            done = finished_run_file(plan.out_dir, plan.stem) if plan.resume else None
             outcome.result_path = done or replay(engine, steps, config, stop=deadline.stop)
             if plan.reference:
                 ref = ReferenceConfig(out_dir=plan.out_dir, run_name=ref_stem, replay_fingerprint=plan.replay_fingerprint,
                                       selection=plan.reference_selection or plan.selection, eval_path=plan.eval_path,
                                       extra=plan.reference_extra if plan.reference_extra is not None else plan.extra,
                                       name_given=True, taken=plan.taken, resume=plan.resume)
-                done = _finished(plan.out_dir / f"{ref_stem}{REFERENCE_SUFFIX}.json") if plan.resume else None
+                done = finished_run_file(plan.out_dir, ref_stem + REFERENCE_SUFFIX) if plan.resume else None
                 outcome.reference_path = done or score_reference_run(engine, plan.reference_steps or steps, ref,
                                                                      stop=deadline.stop)
         except Exception as exc:  # noqa: BLE001 - any failure of the evaluation is a line; training goes on

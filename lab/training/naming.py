@@ -13,11 +13,10 @@ the series judgement keeps it) `SERIES-checkpoint-STEP`: both names are free bef
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from lab.runs.claims import RunNameTaken, TakenFn, check_run_name
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
-from lab.runs.replay import run_file_name, run_name_max
+from lab.runs.replay import check_run_name_length, run_name_max, run_stem
 from lab.training.options import training_defaults
 
 STEP_ROOM = 24  # characters kept free for `-checkpoint-STEP` and a `-N` after it
@@ -31,7 +30,8 @@ def clean_series(wanted: str) -> str:
     """`wanted` made path-safe as a run name; a LabError when it leaves no room for `-checkpoint-STEP`."""
     from lab.errors import LabError
 
-    stem = run_file_name(SimpleNamespace(kind="training", name=None), wanted)
+    check_run_name_length(wanted)
+    stem = run_stem(wanted, "training")
     if len(stem) > run_name_max() - STEP_ROOM:
         raise LabError(f"name '{wanted[:40]}…' has {len(stem)} characters; give at most {run_name_max() - STEP_ROOM} "
                        "(the result files are NAME-checkpoint-STEP.json)")

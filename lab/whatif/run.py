@@ -11,7 +11,8 @@ from typing import Any
 
 from lab.data.step import Step
 from lab.engines.common import EngineBase
-from lab.runs.pipeline import StepResult, render_for_engine, run_steps
+from lab.prompts.engine_prompt import render_for_engine
+from lab.runs.pipeline import StepResult, run_steps
 from lab.whatif.apply import apply_whatif
 from lab.whatif.diff import unified_diff
 from lab.whatif.edit import WhatIf

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from lab.engines import create_engine
-from lab.engines.context import context_length, overlong_error, prompt_fits
+from lab.engines.context import SERVER_MIN_NEW_TOKENS, context_length, overlong_error, prompt_fits
 from lab.engines.presets import load_engine_defaults, load_presets
 from lab.prompts.audit import context_verdict
 from lab.prompts.guard import ContextLengthError, check_context, find_offenders
@@ -24,7 +24,8 @@ def test_the_engines_guard_the_replay_guard_and_the_audit_agree_with_prompt_fits
     assert (overlong_error(n, max_tokens, length, None) is None) == fits  # the engines' refusal
     assert (find_offenders(["k"], [n], length, max_tokens) == []) == fits  # the replay's guard
     assert context_verdict(n, length, max_tokens, "reject")[0] == (not fits)  # the audit, an engine that rejects
-    assert context_verdict(n, length, max_tokens, "shorten")[0] == (not prompt_fits(n, 0, length))  # vLLM
+    # vLLM: refused when it leaves no room for one new token (lab.engines.context.SERVER_MIN_NEW_TOKENS)
+    assert context_verdict(n, length, max_tokens, "shorten")[0] == (not prompt_fits(n, SERVER_MIN_NEW_TOKENS, length))
     if not fits:
         with pytest.raises(ContextLengthError):
             check_context(["k"], [n], length, max_tokens)

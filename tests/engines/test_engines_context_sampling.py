@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt mi
 
 def longest_prompt(engine) -> tuple[str, str, int]:
     """(step key, rendered prompt, tokens) of the excerpt's longest step for this engine."""
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     replay = load_replay(str(EXCERPT))
     rendered = [(step.key, render_for_engine(engine, step)) for step in replay.steps]

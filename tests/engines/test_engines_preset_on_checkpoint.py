@@ -108,7 +108,7 @@ def test_a_local_gemma4_checkpoint_gets_the_gemma4_prompt_rules(tmp_path):
     """The Gemma-4 rules (patched turn, thinking stripped) key on the model's identity (SPEC §3); a
     checkpoint folder named checkpoint-100 has none, so the preset's Hub id joins the identity."""
     from lab.data.replay import load_replay
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     step = load_replay(EXCERPT).steps[0]
     ckpt = tmp_path / "checkpoint-100"

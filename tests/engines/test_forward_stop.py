@@ -25,7 +25,7 @@ def test_a_cancel_ends_a_long_prefill_at_its_next_module(tiny_model_dir):
     from lab.data import load_replay
     from lab.engines.base import Request
     from lab.engines.registry import create_engine
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     engine = create_engine(f"transformers:{tiny_model_dir}?device=cpu&batch_size=1&max_tokens=4")
     engine.load()

@@ -103,7 +103,7 @@ def test_compact_record_round_trips_and_rejects_garbage():
 
 def test_reference_likelihood_is_one_forward_pass_over_prompt_and_reference(engine, steps):
     from lab.runs.reference_run import score_step
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     step = steps[0]
     row = score_step(engine, step)
@@ -216,7 +216,8 @@ def test_compare_columns_shade_tokens_and_mark_where_two_answers_part(engine, st
     from lab.runs.replay import ReplayConfig, replay
     from lab.ui.compare.render_html import render_columns
     from lab.ui.compare.step_view import engine_view_from_result
-    from lab.runs.pipeline import render_for_engine, score_completion
+    from lab.prompts.engine_prompt import render_for_engine
+    from lab.runs.pipeline import score_completion
 
     path = replay(engine, steps[:1], ReplayConfig(out_dir=tmp_path, run_name="a", sampling=Sampling(max_tokens=6)))
     other = json.loads(path.read_text())
@@ -284,7 +285,7 @@ def test_compare_shows_the_reference_nll_beside_f1_live_stored_and_not_recorded(
         ctx.pool.close_all()
         if ctx.store is not None:
             ctx.store.close()
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     expected = live.score_reference(render_for_engine(live, step).text, step.ref_raw).nll_per_token
 

@@ -33,7 +33,7 @@ import pytest
 
 from lab.engines import create_engine
 from lab.engines.base import Request, Sampling
-from lab.runs.pipeline import render_for_engine
+from lab.prompts.engine_prompt import render_for_engine
 from tests.engines.helpers_presets import vllm_test_env, save_gemma4, save_lfm2moe, save_qwen35, save_qwen35_lora
 from tests.paths import EXCERPT
 from tests.engines.test_vllm_cpu import vllm_processes

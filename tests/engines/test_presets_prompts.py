@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from lab.engines import create_engine
-from lab.runs.pipeline import render_for_engine
+from lab.prompts.engine_prompt import render_for_engine
 from tests.engines.helpers_presets import build_tokenizer
 from tests.paths import EXCERPT
 

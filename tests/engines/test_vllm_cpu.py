@@ -248,7 +248,7 @@ def test_the_lab_sends_vllm_the_token_ids_it_rendered_and_gets_the_answer_of_the
     """A managed vLLM server gets each prompt as the ids the lab rendered (it would tokenize the same text
     again): the same greedy answer and prompt count as the text itself, and the ids are what it read."""
     from lab.data.replay import load_replay
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     engine = vllm_lab.pool.get("vl-key")
     step = load_replay(EXCERPT).steps[0]
@@ -380,13 +380,43 @@ def test_compare_in_chromium_then_kill_9_leaves_no_engine_core_and_restart_works
     assert answer.error is None and answer.completion_tokens == 3
 
 
+def test_vllm_needs_room_for_one_new_token_as_the_fit_budget_says(vllm_lab):
+    """Issue 53, the fit budget against the pinned vLLM: a prompt of exactly max_model_len ids is refused (it must
+    generate at least one token: SERVER_MIN_NEW_TOKENS) and one id less is answered with that one token, as the
+    audit says; a reference's prompt_logprobs request (max_tokens 1) is scored one id below the context and
+    refused at it, where the lab refuses it unsent."""
+    from lab.engines.context import SERVER_MIN_NEW_TOKENS, reference_fit_error
+    from lab.prompts.audit import context_verdict
+
+    engine = vllm_lab.pool.get("vl-lora")
+    tokenizer = engine.tokenizer
+    unit = "ls -la /app\n"
+    per_unit = len(tokenizer(unit, add_special_tokens=False).input_ids)
+    ids = tokenizer(unit * (CONTEXT // per_unit + 2), add_special_tokens=False).input_ids[:CONTEXT]
+    assert len(ids) == CONTEXT and engine.client.prompt_as_ids  # the ids go as they are: nothing added
+    at, below = engine.generate([Request(None, tokenizer.decode(ids), ids),
+                                 Request(None, tokenizer.decode(ids[:-1]), ids[:-1])], Sampling(temperature=0, max_tokens=8))
+    assert at.error and "400" in at.error and below.error is None and below.completion_tokens == 1
+    assert context_verdict(CONTEXT, CONTEXT, 8, engine.overlong_prompt) == (True, 0)
+    assert context_verdict(CONTEXT - 1, CONTEXT, 8, engine.overlong_prompt) == (False, 1)
+
+    body = {"model": engine.client.model_id, "max_tokens": SERVER_MIN_NEW_TOKENS, "temperature": 0.0,
+            "prompt_logprobs": 0}  # the request the client sends for a reference (its served name)
+    scored = httpx.post(f"{engine.server.base_url}/v1/completions", json={**body, "prompt": ids[:-1]}, timeout=600)
+    refused = httpx.post(f"{engine.server.base_url}/v1/completions", json={**body, "prompt": ids}, timeout=600)
+    assert scored.status_code == 200 and refused.status_code == 400, refused.text[:300]
+    n_ref = 40  # the last 40 ids as the reference: the lab's test agrees with the server's on both
+    assert reference_fit_error(CONTEXT - 1 - n_ref, n_ref, engine.max_model_len, SERVER_MIN_NEW_TOKENS) is None
+    assert reference_fit_error(CONTEXT - n_ref, n_ref, engine.max_model_len, SERVER_MIN_NEW_TOKENS) is not None
+
+
 def test_vllm_and_transformers_agree_on_answer_and_reference_log_probabilities(vllm_lab, vllm_model_dir):
     """Issue 25's exactness: the same tiny float32 model through vLLM (logprobs, prompt_logprobs) and in-process
     transformers (raw logits, one forward pass): the same greedy tokens with the same log-probabilities, and the
     reference's per-token log-probabilities within 1e-3, on the excerpt's first steps."""
     from lab.data import load_replay
     from lab.engines import create_engine
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
     from lab.runs.reference_run import score_step
 
     served = vllm_lab.pool.get("vl-key")

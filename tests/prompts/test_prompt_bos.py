@@ -7,7 +7,8 @@ import pytest
 from lab.data import load_replay
 from lab.engines.base import Sampling
 from lab.engines.registry import create_engine
-from lab.runs.pipeline import render_for_engine, run_steps
+from lab.prompts.engine_prompt import render_for_engine
+from lab.runs.pipeline import run_steps
 from tests.prompts.helpers_bos import BOS, save_bos_model
 from tests.paths import EXCERPT
 

@@ -10,7 +10,8 @@ import pytest
 from lab.data import load_replay
 from lab.engines import create_engine
 from lab.prompts.contracts import get_contract
-from lab.runs.pipeline import CONTRACT_PROMPT_STATUS, render_for_engine, run_steps
+from lab.prompts.engine_prompt import CONTRACT_PROMPT_STATUS, render_for_engine
+from lab.runs.pipeline import run_steps
 from lab.engines.base import Sampling
 from tests.paths import EXCERPT, REPO
 

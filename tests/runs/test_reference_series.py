@@ -35,7 +35,7 @@ def train_series(base: Path, folder: Path, trained: list) -> dict[int, Path]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
 
     renderer = create_engine(f"transformers:{base}?device=cpu")
     renderer.load()

@@ -17,7 +17,7 @@ from lab.data import load_replay
 from lab.engines import create_engine
 from lab.runs.checkpoint import Checkpoint
 from lab.runs.replay import ReplayConfig, replay
-from lab.runs.replay_cli import step_selection
+from lab.runs.options import step_selection
 from tests.paths import EXCERPT, REPO
 
 

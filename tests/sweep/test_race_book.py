@@ -13,6 +13,7 @@ import pytest
 from bench.synthetic_series import make_series
 from lab.data import load_replay
 from lab.errors import LabError
+from lab.runs.options import ReplaySource, RunOptions
 from lab.sweep.plan import Sweep
 from lab.sweep.race import Race, check_race
 from lab.sweep.race_book import BUDGET_SPENT, ELIMINATED, FINALIST, ONE_LEFT, STEPS_RAN_OUT, RaceBook
@@ -136,7 +137,7 @@ def test_races_that_cannot_run_are_refused_before_connecting(series):
     plan = plan_rounds(steps, 4, 0)
 
     def race(specs, shards=1, budget=None):
-        return Race(Sweep(specs, steps, None, str(replay), "", Path("."), shards), 4, 0, budget)
+        return Race(Sweep(specs, steps, RunOptions(), ReplaySource(str(replay)), Path("."), shards), 4, 0, budget)
 
     with pytest.raises(LabError, match="at least two checkpoints"):
         check_race(race(["reference"]), plan)

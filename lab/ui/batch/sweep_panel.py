@@ -16,6 +16,7 @@ from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.errors import LabError
 from lab.runs.claims import next_free_stem
 from lab.runs.names import finished_run_file, safe_run_name
+from lab.runs.options import ReplaySource, RunOptions
 from lab.sweep import progress as sweep_states
 from lab.sweep.options import ANSWERS as RUN_ANSWERS, REFERENCE as RUN_REFERENCE  # what the sweep runs
 from lab.sweep.plan import Cluster, Outcome, Sweep
@@ -142,7 +143,6 @@ def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | Non
     answers), with the CLI's options at their defaults otherwise; LabError (one line) for a choice that cannot run."""
     from lab.runs.reference_run import SUFFIX
     from lab.runs.samples_cli import MAX_SAMPLES
-    from lab.sweep.options import default_options
 
     if ctx.replay is None:
         raise LabError(f"No replay data loaded: {LOCAL_REPLAY_HINT}.")
@@ -160,10 +160,9 @@ def plan_sweep(ctx: LabContext, names: Sequence[str] | None, patterns: str | Non
     out_dir = Path(ctx.settings.runs_dir)
     stems, finished = run_names(specs, out_dir, (run_name or "").strip() or None, fresh, SUFFIX if reference else "")
     todo = [(s, n) for s, n in zip(specs, stems) if s not in finished]
-    options = default_options(mode=ctx.replay.mode, tasks=list(task_sel or []) or None, samples=samples,
-                              chunk_size=CHUNK)
-    sweep = Sweep([s for s, _ in todo], steps, options, str(ctx.replay.path), ctx.replay.fingerprint, out_dir,
-                  shards, [n for _, n in todo], RUN_REFERENCE if reference else RUN_ANSWERS, len(ctx.replay.steps))
+    options = RunOptions(mode=ctx.replay.mode, tasks=tuple(task_sel or ()) or None, samples=samples, chunk_size=CHUNK)
+    sweep = Sweep([s for s, _ in todo], steps, options, ReplaySource.of(ctx.replay), out_dir, shards,
+                  [n for _, n in todo], RUN_REFERENCE if reference else RUN_ANSWERS)
     return SweepChoice(sweep, specs, stems, finished)
 
 

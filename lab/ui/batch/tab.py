@@ -13,6 +13,7 @@ from lab.data.sources import LOCAL_REPLAY_HINT
 from lab.data.step import Step
 from lab.errors import LabError
 from lab.runs.names import finished_run_file, safe_run_name
+from lab.runs.options import ReplaySource, RunOptions, replay_config
 from lab.runs.replay import ReplayConfig
 from lab.store.autoimport import stored_run_names
 from lab.runs.reference_run import SUFFIX as REFERENCE_SUFFIX
@@ -116,10 +117,10 @@ def run_row(ctx: LabContext, row: BatchRow, entry: EngineEntry, steps: list[Step
     notes: list[str] = []  # a name taken meanwhile (by another process): the run gets NAME-2 …
     taken = stored_run_names(ctx.store) if ctx.store is not None else None
     fresh = finished is not None  # 'start a new run': lab.runs.claims gives it the next free name
-    config = ReplayConfig(out_dir=out_dir, eval_path=str(ctx.replay.path), resume=resume and not fresh,
-                          run_name=stem, taken=taken, notify=notes.append,
-                          chunk_size=chunk_size, replay_fingerprint=ctx.replay.fingerprint,
-                          replay_steps=len(ctx.replay.steps))
+    options = RunOptions(resume=resume and not fresh, chunk_size=chunk_size)
+    # Batch's filter (tasks, buckets, groups) is no selection a result file can state: it records none
+    config = replay_config(options, entry.engine, ReplaySource.of(ctx.replay), out_dir, run_name=stem, selection={},
+                           taken=taken, notify=notes.append)
     row.state = "running"
     update()
     meter = ReplayMeter()
@@ -157,14 +158,14 @@ def run_row(ctx: LabContext, row: BatchRow, entry: EngineEntry, steps: list[Step
         row.state = f"done · {exc}"
 
 
-def _score_reference(ctx: LabContext, entry: EngineEntry, steps: list[Step], replay_config: ReplayConfig,
+def _score_reference(ctx: LabContext, entry: EngineEntry, steps: list[Step], replayed: ReplayConfig,
                      row: BatchRow, update: Callable[[], None], stop: threading.Event | None) -> Path:
     """One engine's score-reference run (lab.runs.reference_run), named and resumed as the replay would be;
     its row's aggregate is the NLL so far."""
     from lab.runs.reference_run import ReferenceConfig, score_reference_run
 
-    config = ReferenceConfig(out_dir=Path(ctx.settings.runs_dir), run_name=replay_config.run_name,
-                             resume=replay_config.resume, taken=replay_config.taken, notify=replay_config.notify,
+    config = ReferenceConfig(out_dir=Path(ctx.settings.runs_dir), run_name=replayed.run_name,
+                             resume=replayed.resume, taken=replayed.taken, notify=replayed.notify,
                              replay_fingerprint=ctx.replay.fingerprint, eval_path=str(ctx.replay.path))
 
     def progress(done: int, total: int) -> None:

@@ -5,10 +5,10 @@ import json
 
 from lab.data.step import Step
 from lab.engines.common import EngineBase
-from lab.engines.context import context_length, prompt_fits
+from lab.engines.context import context_length, prompt_budget, prompt_fits
 from lab.prompts.audit import TemplateAudit, audit_template, truncation_point
 from lab.prompts.contracts import get_contract
-from lab.runs.pipeline import engine_adds_special_tokens, prompt_options_of, render_for_engine
+from lab.prompts.engine_prompt import engine_adds_special_tokens, prompt_options_of, render_for_engine
 from lab.ui.shell.model_text import model_facts_text
 from lab.workspace import EngineEntry, LabContext
 from lab.ui.compare.render_audit import audit_summary, render_audit_body
@@ -25,7 +25,7 @@ def compute_audit(engine: EngineBase, step: Step) -> AuditView:
     overlong = engine.overlong_prompt  # servers reject or shorten, they never cut
     if contract.raw_prompt:
         rendered = render_for_engine(engine, step)
-        budget = max_model_len - max_tokens
+        budget = prompt_budget(max_model_len, max_tokens)
         cut = truncation_point(tokenizer, rendered.text, budget, getattr(tokenizer, "truncation_side", None)
                                or "right") if tokenizer is not None else None
         fits = None if rendered.n_tokens is None else prompt_fits(rendered.n_tokens, max_tokens, max_model_len)

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from lab.data import StepContext, split_context
 from lab.data.step import Step
+from lab.engines.context import prompt_budget
 from lab.engines.registry import engine_class
 from lab.prompts.audit import TemplateAudit
 from lab.scoring.action import ParsedAction
@@ -249,10 +250,10 @@ class AuditView:
 
     @property
     def budget(self) -> int | None:
-        """Prompt tokens allowed: max_model_len - max_tokens."""
+        """Prompt tokens allowed (lab.engines.context.prompt_budget: max_model_len - max_tokens)."""
         if self.max_model_len is None or self.max_tokens is None:
             return None
-        return self.max_model_len - self.max_tokens
+        return prompt_budget(self.max_model_len, self.max_tokens)
 
 
 def snippet_at(text: str, index: int, width: int = DIFF_CONTEXT) -> str:

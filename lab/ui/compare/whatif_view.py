@@ -145,7 +145,7 @@ def saved_results_html(ctx: LabContext, keeper: WhatIfKeeper, edit_id: str, full
 def with_prompts(result: WhatIfResult, engine, step, whatif: WhatIf) -> None:
     """Fill a stored result's original and edited prompts (only its patch is stored) by rendering
     the step again for its engine, when that engine is loaded; left empty on any failure."""
-    from lab.runs.pipeline import render_for_engine
+    from lab.prompts.engine_prompt import render_for_engine
     from lab.whatif.apply import apply_whatif
 
     if result.original_prompt or result.edited_prompt:
