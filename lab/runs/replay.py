@@ -23,7 +23,7 @@ from lab.runs.claims import TakenFn
 from lab.runs.meter import ReplayMeter, step_tokens
 from lab.prompts.engine_prompt import prompt_options_of, render_for_engine
 from lab.runs.pipeline import StepResult, run_steps
-from lab.resultfiles.files import CORRECTED, LEGACY
+from lab.resultfiles.files import CORRECTED as CORRECTED_VERSION, LEGACY as LEGACY_VERSION
 from lab.resultfiles.schema import validate_result, validate_rows
 from lab.runs.samples import base_seed, run_sampled_steps
 from lab.runs.template_hash import template_sha256
@@ -430,7 +430,7 @@ def _result(
         "aggregate": {**aggregate_scores(per_step, config.scorer),
                       **(stability_aggregate(per_step, config.pass_threshold) if config.samples > 1 else {})},
         "per_step": per_step,
-        "scoring_version": LEGACY if config.scorer == "legacy" else CORRECTED,
+        "scoring_version": LEGACY_VERSION if config.scorer == "legacy" else CORRECTED_VERSION,
         "engine_spec": engine.spec,
         "contract": engine.contract,
         "lab_version": __version__,

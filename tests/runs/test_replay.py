@@ -46,7 +46,7 @@ def test_cli_reference_scores_100(tmp_path):
     assert agg["avg_command_f1"] == 1.0 and 100 * agg["avg_command_f1"] == 100.0
     assert all(r["command_f1"] == 1.0 for r in result["per_step"])
     assert PER_STEP_KEYS <= set(result["per_step"][0])
-    assert scoring_version(result) == "corrected_303"
+    assert result["scoring_version"] == scoring_version(result) == "corrected_303"  # as the published files say
     assert "score 100.00" in proc.stdout
     assert not list(out.glob("*.partial.jsonl")), "checkpoint is removed once the run is complete"
 

@@ -85,7 +85,7 @@ def race_updates(ctx, choice: SweepChoice, race, resume: bool, stop: threading.E
     from lab.sweep.race import execute_race
 
     address = sweep_address(ctx.settings.ray_address)
-    sweep, specs, stems = choice.sweep, choice.specs, choice.stems
+    specs, stems = choice.specs, choice.stems
     view = RaceView(f"connecting to the Ray cluster at <code>{esc(address)}</code> …")
     view.rows = engine_rows([JobProgress(s, s, 0, 0) for s in specs], specs, stems, {})
 
