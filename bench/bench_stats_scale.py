@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.record import Record  # noqa: E402
 from bench.stats_store import write_runs  # noqa: E402
 from lab.store import open_store, queries  # noqa: E402
-from lab.store import stats_cache  # noqa: E402
+from lab.analysis import cache as stats_cache  # noqa: E402
 from lab.analysis.leaderboard import with_comparisons  # noqa: E402
 from lab.figures.series import series_stats_figure  # noqa: E402
 from lab.analysis.series_judgement import series_stats, series_table  # noqa: E402
