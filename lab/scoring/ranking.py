@@ -11,6 +11,7 @@ from lab.scoring.paired import (
     PAIRWISE, BootstrapSettings, PairedMetric, _settings, expanded_alpha, simultaneous_label, task_counts,
     summarize, task_draws, too_few,
 )
+from lab.scoring.all_pairs import worst_pairs
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     cov = np.cov(boot, rowvar=False)
     var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     se = np.sqrt(np.maximum(var, 0.0))
-    worst = _worst_pair(boot - figures, se, settings.chunk_values)
+    worst = worst_pairs(boot - figures, se, settings.chunk_values)
     alpha = expanded_alpha(settings.confidence, probe.effective_tasks)
     crit = float(np.quantile(worst, 1 - alpha))
     delta = figures[None, :] - figures[:, None]
@@ -74,25 +75,3 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     pairs = k * (k - 1) // 2
     return Ranking(figures, delta, low, high, rank, rank_best, rank_worst, pairs, len(task), probe.tasks,
                    simultaneous_label(pairs) if pairs > 1 else PAIRWISE)
-
-
-def _worst_pair(dev: np.ndarray, se: np.ndarray, chunk_values: int) -> np.ndarray:
-    """Per resample: the largest |devⱼ − devᵢ| / seᵢⱼ over the pairs i < j with seᵢⱼ > 0 (0 when none), run by
-    run against the runs after it, so a thousand runs never hold their million pairs at once."""
-    k = dev.shape[1]
-    rows = dev.T.copy()                                    # (runs, resamples): each run's deviations in a row
-    worst = np.zeros(dev.shape[0])
-    safe, zero = np.where(se > 0, se, 1.0), se <= 0
-    block = max(1, chunk_values // max(dev.shape[0], 1))
-    buffer = np.empty((min(block, max(k - 1, 1)), dev.shape[0]))
-    for i in range(k - 1):
-        for first in range(i + 1, k, block):
-            last = min(first + block, k)
-            part = buffer[:last - first]
-            np.subtract(rows[first:last], rows[i], out=part)
-            np.abs(part, out=part)
-            part /= safe[i, first:last, None]
-            if zero[i, first:last].any():
-                part[zero[i, first:last]] = 0.0
-            np.maximum(worst, part.max(axis=0), out=worst)
-    return worst
