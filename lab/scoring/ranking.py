@@ -11,7 +11,7 @@ from lab.scoring.paired import (
     PAIRWISE, BootstrapSettings, PairedMetric, _settings, expanded_alpha, simultaneous_label, task_counts,
     summarize, task_draws, too_few,
 )
-from lab.scoring.all_pairs import worst_pairs
+from lab.scoring.all_pairs import critical_value
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,8 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     cov = np.cov(boot, rowvar=False)
     var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     se = np.sqrt(np.maximum(var, 0.0))
-    worst = worst_pairs(boot - figures, se, settings.chunk_values)
     alpha = expanded_alpha(settings.confidence, probe.effective_tasks)
-    crit = float(np.quantile(worst, 1 - alpha))
+    crit = critical_value(boot - figures, se, 1 - alpha, settings.chunk_values)
     delta = figures[None, :] - figures[:, None]
     low, high = delta - crit * se, delta + crit * se
     rank_best = 1 + (low > 0).sum(axis=1)       # 1 + the runs j surely better than run i
