@@ -34,11 +34,11 @@ class Ranking:
     tasks: int
     adjustment: str
 
-    def tied_with(self, i: int) -> list[int]:
-        """The runs whose difference from run i has an interval holding 0."""
+    def tied_with(self, i: int) -> np.ndarray:
+        """The runs whose difference from run i has an interval holding 0 (their indices, ascending)."""
         row = (self.low[i] <= 0) & (self.high[i] >= 0)
         row[i] = False
-        return [int(j) for j in np.flatnonzero(row)]
+        return np.flatnonzero(row)
 
 
 def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, *, scale: float = 100.0,
