@@ -11,7 +11,7 @@ from lab.scoring.paired import (
     PAIRWISE, BootstrapSettings, PairedMetric, _settings, expanded_alpha, simultaneous_label, task_counts,
     summarize, task_draws, too_few,
 )
-from lab.scoring.all_pairs import critical_value
+from lab.scoring.all_pairs import critical_value, worst_pairs
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,12 @@ class Ranking:
 
 
 def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, *, scale: float = 100.0,
-              resamples: int | None = None, seed: int | None = None,
-              settings: BootstrapSettings | None = None) -> Ranking | None:
+              resamples: int | None = None, seed: int | None = None, settings: BootstrapSettings | None = None,
+              every_pair: bool = False) -> Ranking | None:
     """Rank k runs scored on the same steps (`values`: steps × runs, higher is better) with simultaneous
-    intervals on every pair; None when the steps are too few for intervals."""
+    intervals on every pair; None when the steps are too few for intervals. `every_pair`: the intervals'
+    critical value from every pair of every resample (lab.scoring.all_pairs.worst_pairs), the reference the
+    pruned path is held to (the same floats, many times slower)."""
     settings, resamples, seed = _settings(resamples, seed, settings)
     task = np.asarray(task, dtype=np.int64)
     values = np.asarray(values, dtype=float)
@@ -63,7 +65,10 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     se = np.sqrt(np.maximum(var, 0.0))
     alpha = expanded_alpha(settings.confidence, probe.effective_tasks)
-    crit = critical_value(boot - figures, se, 1 - alpha, settings.chunk_values)
+    if every_pair:
+        crit = float(np.quantile(worst_pairs(boot - figures, se, settings.chunk_values), 1 - alpha))
+    else:
+        crit = critical_value(boot - figures, se, 1 - alpha, settings.chunk_values)
     delta = figures[None, :] - figures[:, None]
     low, high = delta - crit * se, delta + crit * se
     rank_best = 1 + (low > 0).sum(axis=1)       # 1 + the runs j surely better than run i
