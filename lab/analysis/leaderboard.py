@@ -116,7 +116,7 @@ def tie_text(group: TieGroup | None, run_id: str | None) -> str:
     span = f" ({r.rank_best[i]}–{r.rank_worst[i]})" if r.rank_best[i] != r.rank_worst[i] else ""
     tied = r.tied_with(i)
     names = ", ".join(group.names[j] for j in tied[:3]) + (f" +{len(tied) - 3}" if len(tied) > 3 else "")
-    return f"{r.rank[i]}{span} of {len(group.run_ids)}" + (f" · tied with {names}" if tied else " · no tie")
+    return f"{r.rank[i]}{span} of {len(group.run_ids)}" + (f" · tied with {names}" if len(tied) else " · no tie")
 
 
 def ties_note(groups: dict[str, TieGroup]) -> str:

@@ -19,7 +19,9 @@ import numpy as np
 
 from lab.errors import LabError
 from lab.store.db import Store
-from lab.analysis.run_pairs import LEGACY, MetricSpec, RunSteps, load_metrics, load_run, settings_of, step_values
+from lab.analysis.run_pairs import (
+    LEGACY, MetricSpec, RunSteps, load_metrics, load_run, settings_from, settings_rows, step_values,
+)
 
 Hold = Callable[[], ContextManager]
 RUNS_SQL = "SELECT run_id, display_name, scoring_version, coalesce(equiv_state, '') FROM runs ORDER BY run_id"
@@ -123,7 +125,7 @@ class _Read:
     steps: list[tuple]
     values: dict
     sampled: dict
-    settings: dict
+    settings: list             # lab.analysis.run_pairs.settings_rows
     contexts: frozenset | None
 
 
@@ -137,7 +139,7 @@ def _read(store: Store, hold: Hold) -> _Read:
             values = cur.execute(VALUES_SQL).fetchnumpy()
             with_samples = [r for (r,) in cur.execute("SELECT DISTINCT run_id FROM samples ORDER BY run_id").fetchall()]
         sampled = {r: load_run(store, r) for r in with_samples}
-        settings = settings_of(store, [r for r, *_ in runs])
+        settings = settings_rows(store, [r for r, *_ in runs])
     contexts = frozenset(store.equiv_contexts) if store.equiv_contexts else None
     return _Read(generation, runs, steps, values, sampled, settings, contexts)
 
@@ -168,7 +170,7 @@ def read_table(store: Store, hold: Hold = nullcontext) -> StatsTable:
     )
     table.row.update({r: i for i, r in enumerate(table.run_ids)})
     table.step_row.update({k: j for j, k in enumerate(table.step_keys)})
-    table.settings.update(got.settings)
+    table.settings.update(settings_from(got.settings))
     if got.contexts is None:
         table.missing.update({r: None for r in table.run_ids})
     else:

@@ -116,17 +116,22 @@ def stored_settings(meta_json: str | None, scoring_version: str, step_keys: Iter
     return run_settings({**meta, "scoring_version": scoring_version}, step_keys)
 
 
-def settings_of(store: Store, run_ids: Sequence[str]) -> dict[str, RunSettings]:
-    """run_id -> its settings, for many stored runs in two queries (Results, the series)."""
+def settings_rows(store: Store, run_ids: Sequence[str]) -> list[tuple[str, str | None, str, list]]:
+    """(run_id, meta_json, scoring_version, step keys) of many stored runs, in two queries: what settings_from
+    reads (the store's lock held for these, not for that)."""
     ids = sorted({str(r) for r in run_ids if r})
     if not ids:
-        return {}
+        return []
     keys = store.query("SELECT run_id, list(step_key ORDER BY step_key) AS keys FROM steps "
                        "WHERE list_contains(?, run_id) GROUP BY run_id", [ids])
     by_run = dict(zip(keys["run_id"], keys["keys"]))
     metas = store.rows("SELECT run_id, meta_json, scoring_version FROM runs WHERE list_contains(?, run_id)", [ids])
-    return {str(r): stored_settings(mj, str(v), list(by_run.get(r, []))) for r, mj, v in metas}
+    return [(str(r), mj, str(v), list(by_run.get(r, []))) for r, mj, v in metas]
 
+
+def settings_from(rows: Sequence[tuple[str, str | None, str, list]]) -> dict[str, RunSettings]:
+    """run_id -> its settings, from settings_rows (Results, the series)."""
+    return {r: stored_settings(mj, v, keys) for r, mj, v, keys in rows}
 
 def settings_between(a: RunSettings | None, b: RunSettings | None) -> SettingsDiff | None:
     """What differs between two runs' settings (None when either is not known)."""

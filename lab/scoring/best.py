@@ -45,14 +45,17 @@ def shrunk(boot: np.ndarray, point: np.ndarray, inflate: float = 1.0) -> np.ndar
     boot = np.asarray(boot, dtype=float)
     point = np.asarray(point, dtype=float)
     k = len(point)
-    whole = boot[~np.isnan(boot).any(axis=1)]
+    missing = np.isnan(boot).any(axis=1)
+    whole = boot[~missing] if missing.any() else boot  # no copy of a thousand runs' resamples when none lacks
     if k < 2 or len(whole) < 2 or np.isnan(point).any():
         return boot
     spread = float(((point - point.mean()) ** 2).sum() / (k - 1))
     noise = inflate * float(whole.var(axis=0, ddof=1).sum() - whole.sum(axis=1).var(ddof=1) / k) / (k - 1)
     factor = max(0.0, 1.0 - noise / spread) if spread > 0 else 0.0
     centre = point.mean() + factor * (point - point.mean())
-    return centre + (boot - point)
+    moved = boot - point
+    moved += centre
+    return moved
 
 
 def best_chances(boot: np.ndarray, higher_is_better: bool = True) -> BestChances:

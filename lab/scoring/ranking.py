@@ -11,6 +11,7 @@ from lab.scoring.paired import (
     PAIRWISE, BootstrapSettings, PairedMetric, _settings, expanded_alpha, simultaneous_label, task_counts,
     summarize, task_draws, too_few,
 )
+from lab.scoring.all_pairs import critical_value, worst_pairs
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,20 @@ class Ranking:
     tasks: int
     adjustment: str
 
-    def tied_with(self, i: int) -> list[int]:
-        """The runs whose difference from run i has an interval holding 0."""
+    def tied_with(self, i: int) -> np.ndarray:
+        """The runs whose difference from run i has an interval holding 0 (their indices, ascending)."""
         row = (self.low[i] <= 0) & (self.high[i] >= 0)
         row[i] = False
-        return [int(j) for j in np.flatnonzero(row)]
+        return np.flatnonzero(row)
 
 
 def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, *, scale: float = 100.0,
-              resamples: int | None = None, seed: int | None = None,
-              settings: BootstrapSettings | None = None) -> Ranking | None:
+              resamples: int | None = None, seed: int | None = None, settings: BootstrapSettings | None = None,
+              every_pair: bool = False) -> Ranking | None:
     """Rank k runs scored on the same steps (`values`: steps × runs, higher is better) with simultaneous
-    intervals on every pair; None when the steps are too few for intervals."""
+    intervals on every pair; None when the steps are too few for intervals. `every_pair`: the intervals'
+    critical value from every pair of every resample (lab.scoring.all_pairs.worst_pairs), the reference the
+    pruned path is held to (the same floats, many times slower)."""
     settings, resamples, seed = _settings(resamples, seed, settings)
     task = np.asarray(task, dtype=np.int64)
     values = np.asarray(values, dtype=float)
@@ -61,9 +64,11 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     cov = np.cov(boot, rowvar=False)
     var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     se = np.sqrt(np.maximum(var, 0.0))
-    worst = _worst_pair(boot - figures, se, settings.chunk_values)
     alpha = expanded_alpha(settings.confidence, probe.effective_tasks)
-    crit = float(np.quantile(worst, 1 - alpha))
+    if every_pair:
+        crit = float(np.quantile(worst_pairs(boot - figures, se, settings.chunk_values), 1 - alpha))
+    else:
+        crit = critical_value(boot - figures, se, 1 - alpha, settings.chunk_values)
     delta = figures[None, :] - figures[:, None]
     low, high = delta - crit * se, delta + crit * se
     rank_best = 1 + (low > 0).sum(axis=1)       # 1 + the runs j surely better than run i
@@ -74,25 +79,3 @@ def rank_ties(task: np.ndarray, values: np.ndarray, n_tasks: int | None = None, 
     pairs = k * (k - 1) // 2
     return Ranking(figures, delta, low, high, rank, rank_best, rank_worst, pairs, len(task), probe.tasks,
                    simultaneous_label(pairs) if pairs > 1 else PAIRWISE)
-
-
-def _worst_pair(dev: np.ndarray, se: np.ndarray, chunk_values: int) -> np.ndarray:
-    """Per resample: the largest |devⱼ − devᵢ| / seᵢⱼ over the pairs i < j with seᵢⱼ > 0 (0 when none), run by
-    run against the runs after it, so a thousand runs never hold their million pairs at once."""
-    k = dev.shape[1]
-    rows = dev.T.copy()                                    # (runs, resamples): each run's deviations in a row
-    worst = np.zeros(dev.shape[0])
-    safe, zero = np.where(se > 0, se, 1.0), se <= 0
-    block = max(1, chunk_values // max(dev.shape[0], 1))
-    buffer = np.empty((min(block, max(k - 1, 1)), dev.shape[0]))
-    for i in range(k - 1):
-        for first in range(i + 1, k, block):
-            last = min(first + block, k)
-            part = buffer[:last - first]
-            np.subtract(rows[first:last], rows[i], out=part)
-            np.abs(part, out=part)
-            part /= safe[i, first:last, None]
-            if zero[i, first:last].any():
-                part[zero[i, first:last]] = 0.0
-            np.maximum(worst, part.max(axis=0), out=worst)
-    return worst

@@ -42,6 +42,18 @@ def test_what_cannot_be_pulled_is_left_alone():
     assert np.isnan(out[0, 1]) and not np.isnan(out[1:]).any()
 
 
+def test_a_resample_lacking_a_run_leaves_the_others_pulled_as_they_were():
+    """The pull is measured on the whole resamples only: one lacking a run changes no other resample's figures
+    (the same floats), and the caller's resamples are never changed in place."""
+    point = np.array([50.0, 50.6, 51.0, 49.8])
+    boot = resamples(point, 1.0)
+    kept = boot.copy()
+    lacking = np.vstack([boot, boot[:1]])
+    lacking[-1, 2] = np.nan
+    assert np.array_equal(shrunk(lacking, point)[:-1], shrunk(boot, point))
+    assert np.array_equal(boot, kept)
+
+
 def test_chances_of_runs_scored_step_by_step():
     """The race and the training callback's finalists read P(best) from per-step values with gaps: a run that
     answered fewer tasks is judged on those; a clearly better run gets nearly all the chance."""
