@@ -117,6 +117,7 @@ def scratch():
 @SETTINGS
 @given(rnd=st.randoms(use_true_random=False), bom=st.booleans(), lenient=st.booleans(),
        mode=st.sampled_from(["corrected", "all"]))
+@pytest.mark.slow  # about 4 s on two cores: the full run, not the fast loop
 def test_replay_record_parser_raises_only_lab_errors(scratch, rnd, bom, lenient, mode):
     lines = [replay_line(rnd) for _ in range(rnd.randrange(5))]
     path = scratch / "replay.jsonl"

@@ -136,6 +136,7 @@ def test_a_stored_runs_malformed_record_is_not_recorded_with_the_reason(record, 
     assert recorded is None and reason.startswith("the file's ") and why in reason
 
 
+@pytest.mark.slow  # about 7 s on two cores: the full run, not the fast loop
 def test_a_stored_run_of_10000_alternatives_a_token_shows_k_of_them(tmp_path):
     """50 tokens x 10,000 alternatives made one step switch send 27 MB (16 s) to every visitor who opened
     the run: the stored engine and every reader cut each token's alternatives to the record's k, at most

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.paths import REPO
 
 CONFTEST = '''
@@ -43,6 +45,7 @@ def test_a_scorer_once_unlucky():
 '''
 
 
+@pytest.mark.slow  # about 6 s on two cores: the full run, not the fast loop
 def test_real_process_tests_rerun_once_and_their_first_failure_is_printed(tmp_path):
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_cases.py").write_text(textwrap.dedent(TESTS))

@@ -194,6 +194,7 @@ def test_slow_drip_and_silent_servers_meet_the_file_deadline(tmp_path):
     assert took < 25, took
 
 
+@pytest.mark.slow  # about 6 s on two cores: the full run, not the fast loop
 def test_redirects_loop_or_leave_the_base(tmp_path):
     run = unknown_run()
     with hostile_server(lambda h: send(h, b"", 302, {"Location": h.path})) as (base, hits):

@@ -86,6 +86,7 @@ def test_what_the_lab_writes_passes(sampled):
     validate_result(ints, "run.json")
 
 
+@pytest.mark.slow  # about 5 s on two cores: the full run, not the fast loop
 def test_the_importer_refuses_5000_samples_a_step_quickly_in_one_line(tmp_path):
     """The hostile round's file: 60 steps × 5,000 samples took 88 s to import; now it is refused before any
     sample is checked or scored."""

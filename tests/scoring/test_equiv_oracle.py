@@ -39,6 +39,7 @@ def test_bash_says_what_the_corpus_says():
     assert wrong == []
 
 
+@pytest.mark.slow  # about 7 s on two cores: the full run, not the fast loop
 def test_the_rules_never_claim_what_the_shell_denies():
     pairs = load_corpus()
     claimed = [p for p in pairs if rules_claim(p["ref"], p["pred"])]

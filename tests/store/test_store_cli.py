@@ -28,6 +28,7 @@ def test_sql_prints_csv(where):
     assert list(csv.reader(io.StringIO(out.stdout))) == [["count_star()"], ["56"]]
 
 
+@pytest.mark.slow  # about 4 s on two cores: the full run, not the fast loop
 def test_import_then_query_and_tables(where, shared_dir):
     opts, root = where
     path = write_json(root / "in" / "golden.json", result_from_rows(golden_rows(shared_dir, "corrected_303"), "org/Qwen3.5-2B-X"))
@@ -61,6 +62,7 @@ def test_rebuild(where):
     assert "loaded leaderboard: 116 rows" in out.stdout
 
 
+@pytest.mark.slow  # about 6 s on two cores: the full run, not the fast loop
 def test_sql_help_and_errors_point_to_the_schema(where):
     """`results sql --help` says where the tables and columns are; a bad column name answers with
     the columns of the tables the query names, a bad table or syntax with the tables there are (one line)."""

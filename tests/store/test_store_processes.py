@@ -24,6 +24,7 @@ from tests.ui.test_ui_handlers import write_stored_run
 pytestmark = pytest.mark.skipif(not EXCERPT.exists(), reason=f"replay excerpt missing at {EXCERPT}")
 
 
+@pytest.mark.slow  # about 4 s on two cores: the full run, not the fast loop
 def test_store_releases_the_file_between_operations(tmp_path):
     """The store opens the file per burst of work and closes it when idle; reads are cached until
     any process changes the file; another process meanwhile gets its turn."""
