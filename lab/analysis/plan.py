@@ -23,6 +23,7 @@ from lab.errors import LabError
 from lab.scoring.paired import Difference, PairedMetric, expanded_alpha, load_settings
 from lab.scoring.power import VarianceParts, critical_value, split_variance, z_power
 from lab.analysis.run_pairs import RunSteps, compare_loaded, metric_spec, paired_metric, task_numbering
+from lab.analysis.interval_hint import hint_for
 
 ANSWERS = (1, 2, 4, 8)
 TASK_FACTORS = (2, 4)
@@ -116,7 +117,8 @@ def plan_pair(a: RunSteps, b: RunSteps, metric: str = "score", *, resamples: int
     diff = comparison.get(metric)
     if diff is None or diff.ci is None or diff.mde is None:
         why = comparison.notes.get(metric) if diff is None else diff.note
-        raise LabError(f"no plan for {metric}: {why or 'not comparable'}")
+        hint = hint_for(diff)
+        raise LabError(f"no plan for {metric}: {why or 'not comparable'}" + (f"; {hint}" if hint else ""))
     pm, _ = paired_metric(a, b, spec, task_numbering(a, b))
     parts = _parts(pm)
     n_eff = pm.effective_tasks

@@ -80,3 +80,12 @@ def test_the_planner_splits_the_variance_and_is_honest_about_answers(files, caps
     assert "2× the tasks (100)" in out and "… " in out  # a range where the answers' spread is unknown
     rc, _, err = run(capsys, "plan", files["base"], "no-such-run-file.json", *FAST, "--db", files["base"] + ".db")
     assert rc == 2 and err.startswith("error: ")
+
+
+def test_a_plan_without_an_interval_says_what_would_give_one(tmp_path, capsys):
+    few = [str(write(tmp_path, name, variant(name, shift=shift, seed=seed, steps=12)))
+           for name, shift, seed in (("few-a", 0.0, 1), ("few-b", 0.05, 2))]
+    rc, _, err = run(capsys, "plan", *few, *FAST, "--db", str(tmp_path / "plan.db"))
+    assert rc == 2 and err.startswith("error: no plan for score: fewer than 30 common steps (12): no interval; ")
+    assert "more common steps" in err and "python -m lab data download" in err and "python -m lab demo" in err
+    assert "--samples) add answers, not tasks" in err and len(err.strip().splitlines()) == 1
