@@ -48,8 +48,8 @@ def _gate(report: dict, found: list, args: argparse.Namespace) -> tuple[dict | N
         return None, None
     failed, undecided = [], []
     allowed = set(getattr(args, "allow_mismatch", []) or [])
-    for row, against in zip(report["runs"][1:], found):
-        diff, settings = against.difference, against.settings
+    for row, judged in zip(report["runs"][1:], found):
+        diff, settings = judged.difference, judged.settings
         if diff is None or diff.ci is None:
             undecided.append(f"{row['name']}: {row['note'] or (diff.note if diff else '') or 'not comparable'}")
             continue
@@ -72,15 +72,15 @@ def _text(report: dict, found: list) -> str:
     lines = [f"baseline: {report['baseline']['name']} [{report['baseline']['run_id']}]", ""]
     head = (f"{'run':<44} {spec.name:>9}  {'Δ [95 % interval]':<26} {'detects':>8} {'P(best)':>8} {'regret':>7}  verdict")
     lines += [head, "-" * len(head)]
-    for row, against in zip(report["runs"], [None, *found]):
-        diff = against.difference if against is not None else None
+    for row, judged in zip(report["runs"], [None, *found]):
+        diff = judged.difference if judged is not None else None
         p = "" if row["p_best"] is None else f"{row['p_best']:.3f}"
         regret = "" if row["expected_regret"] is None else f"{row['expected_regret']:.2f}"
         if row["role"] == "baseline":
             lines.append(f"{row['name'][:44]:<44} {'':>9}  {'baseline':<26} {'':>8} {p:>8} {regret:>7}")
             continue
         figure = "" if diff is None else f"{diff.candidate:.{spec.digits}f}"
-        differ = f" · settings: {against.settings.short()}" if against.settings is not None and against.settings.differ \
+        differ = f" · settings: {judged.settings.short()}" if judged.settings is not None and judged.settings.differ \
             else ""
         lines.append(f"{row['name'][:44]:<44} {figure:>9}  {delta_text(diff, spec.digits, row['note']):<26} "
                      f"{mde_text(diff, report['metric']):>8} {p:>8} {regret:>7}  {row['verdict']}{differ}")
